@@ -1,0 +1,1 @@
+"""tf_nmt.evaluation."""
