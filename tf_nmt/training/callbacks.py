@@ -1,0 +1,135 @@
+"""Keras callbacks for training runs: progress line, divergence guard, checkpoints, time budget."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Optional
+
+from tf_nmt.compat import keras, tf
+
+
+class DivergenceError(RuntimeError):
+    """Training produced a NaN/Inf loss or the loss exploded; the run stopped."""
+
+
+def _current_lr(optimizer) -> float:
+    lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
+    if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
+        lr = lr(optimizer.iterations - 1)
+    return float(tf.keras.backend.get_value(lr)) if not isinstance(lr, float) else lr
+
+
+class ProgressLogger(keras.callbacks.Callback):
+    """Prints ``step | loss | lr | tokens/s | s/step`` every ``every`` steps.
+
+    Tokens are the non-pad target tokens counted by the ``tokens`` metric (reset per epoch), so
+    the rate is measured, not estimated from the budget. ``world_size`` scales it to all workers.
+    """
+
+    def __init__(self, every: int, total_steps: int, log: Callable[[str], None] = print,
+                 world_size: int = 1) -> None:
+        super().__init__()
+        self.every, self.total_steps, self.log, self.world_size = every, total_steps, log, world_size
+        self.history = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._t0 = time.perf_counter()
+        self._tokens0 = 0.0
+        self._step0 = int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every and step != self.total_steps:
+            return
+        logs = logs or {}
+        now = time.perf_counter()
+        tokens = float(logs.get("tokens", 0.0))
+        elapsed = max(now - self._t0, 1e-9)
+        steps = max(step - self._step0, 1)
+        rate = (tokens - self._tokens0) / elapsed * self.world_size
+        entry = {"step": step, "loss": float(logs.get("loss", math.nan)),
+                 "lr": _current_lr(self.model.optimizer), "tokens_per_s": rate,
+                 "s_per_step": elapsed / steps, "time": time.time()}
+        self.history.append(entry)
+        self.log(f"step {step:>6}/{self.total_steps} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
+                 f"| {rate:,.0f} tgt tok/s | {entry['s_per_step']:.3f} s/step")
+        self._t0, self._tokens0, self._step0 = now, tokens, step
+
+
+class DivergenceGuard(keras.callbacks.Callback):
+    """Stops with a clear :class:`DivergenceError` on a NaN/Inf loss or an exploding loss.
+
+    "Exploding" means the running loss of the current cycle exceeds ``factor`` times the best
+    cycle loss seen so far (checked after the first cycle, when a baseline exists).
+    """
+
+    def __init__(self, factor: float = 4.0) -> None:
+        super().__init__()
+        self.factor = factor
+        self.best: Optional[float] = None
+        self.error: Optional[DivergenceError] = None
+
+    def _fail(self, message: str) -> None:
+        self.error = DivergenceError(message)
+        self.model.stop_training = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = float((logs or {}).get("loss", 0.0))
+        step = int(self.model.optimizer.iterations.numpy())
+        if not math.isfinite(loss):
+            self._fail(f"training diverged at step {step}: loss is {loss}. Lower train.peak_lr, "
+                       "raise train.warmup_steps or set train.clip_norm; the last good "
+                       "checkpoint is kept.")
+        elif self.best is not None and self.factor > 0 and loss > self.factor * self.best:
+            self._fail(f"training diverged at step {step}: loss {loss:.3f} is more than "
+                       f"{self.factor}x the best cycle loss {self.best:.3f}. Lower train.peak_lr "
+                       "or set train.clip_norm; the last good checkpoint is kept.")
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = float((logs or {}).get("loss", math.nan))
+        if math.isfinite(loss):
+            self.best = loss if self.best is None else min(self.best, loss)
+
+
+class CheckpointSaver(keras.callbacks.Callback):
+    """Saves a managed checkpoint (numbered by the optimizer step) at every cycle end and at the
+    end of training; a diverged run is not saved over its last good checkpoint."""
+
+    def __init__(self, manager: tf.train.CheckpointManager, guard: Optional[DivergenceGuard] = None,
+                 log: Callable[[str], None] = print) -> None:
+        super().__init__()
+        self.manager, self.guard, self.log = manager, guard, log
+
+    def _save(self) -> None:
+        if self.guard is not None and self.guard.error is not None:
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
+            return
+        path = self.manager.save(checkpoint_number=step)
+        self.log(f"saved checkpoint {path}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training cleanly once ``minutes`` of wall time have passed (0 = no limit)."""
+
+    def __init__(self, minutes: float, log: Callable[[str], None] = print) -> None:
+        super().__init__()
+        self.seconds, self.log = minutes * 60.0, log
+        self.stopped_early = False
+
+    def on_train_begin(self, logs=None):
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.seconds > 0 and time.perf_counter() - self._start > self.seconds:
+            if not self.model.stop_training:
+                self.log(f"time budget of {self.seconds / 60:.1f} min reached; stopping")
+            self.stopped_early = True
+            self.model.stop_training = True

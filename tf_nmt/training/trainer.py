@@ -1,0 +1,179 @@
+"""Training a model with Keras ``model.fit``: data, model, schedule, optimizer, callbacks, resume.
+
+Works single-process and under ``horovodrun`` (via :mod:`tf_nmt.distributed`): each worker reads
+its own shard, gradients are averaged (dense allreduce by default, ``sparse_as_dense``), the
+learning rate and warm-up are scaled with the number of workers, and only rank 0 writes
+checkpoints, TensorBoard logs and the run directory.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from tf_nmt import distributed
+from tf_nmt.compat import keras, tf
+from tf_nmt.config import Config
+from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
+from tf_nmt.models import build_model
+from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
+from tf_nmt.training import callbacks as cb
+from tf_nmt.training.checkpoints import make_checkpoint, make_manager
+from tf_nmt.training.optimizers import build_optimizer
+from tf_nmt.training.run_dir import RunDir, RunDirError, check_resume
+from tf_nmt.training.schedules import build_schedule
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports."""
+
+    final_step: int
+    resumed_from: int
+    wall_seconds: float
+    history: List[Dict[str, Any]] = field(default_factory=list)
+    val_loss: List[float] = field(default_factory=list)
+    num_parameters: int = 0
+    stopped_by_time_budget: bool = False
+
+
+def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
+    """Build the configured model, call it once so variables exist, and compile it."""
+    ctx = ctx or distributed.init(enabled=False)
+    model = build_model(cfg.model.kind, vocab_size, **cfg.model.hparams)
+    dummy = {"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)}
+    model(dummy, training=False)
+    t = cfg.train
+    peak_lr = distributed.scale_lr(t.peak_lr, ctx.size) if t.scale_lr_with_workers else t.peak_lr
+    warmup = distributed.scale_warmup(t.warmup_steps, ctx.size) if t.scale_lr_with_workers else t.warmup_steps
+    schedule = _schedule(cfg, peak_lr, warmup)
+    optimizer = build_optimizer(t, schedule)
+    optimizer = distributed.wrap_optimizer(optimizer, ctx, sparse_as_dense=t.sparse_as_dense,
+                                           backward_passes_per_step=t.backward_passes_per_step)
+    model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
+                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
+    return model
+
+
+def _schedule(cfg: Config, peak_lr: float, warmup: int):
+    t = cfg.train
+    params: Dict[str, Any] = {"peak_lr": peak_lr}
+    if t.schedule in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
+        params["warmup_steps"] = warmup
+    elif t.schedule == "step_decay":
+        params.update(decay_start=t.decay_start, decay_every=t.decay_every, decay_factor=t.decay_factor)
+    return build_schedule(t.schedule, implementation=t.schedule_implementation, **params)
+
+
+def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[str, Any]:
+    return {"vocab_fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size,
+            "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
+            "world_size": world_size}
+
+
+def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) -> SubwordTokenizer:
+    """The data dir's vocabulary; only a single process may learn it (workers would race)."""
+    data_dir = Path(cfg.data.data_dir)
+    if ctx.size > 1 and not vocab_path(data_dir, cfg.data.vocab_size).is_file():
+        raise FileNotFoundError(
+            f"no vocabulary {vocab_path(data_dir, cfg.data.vocab_size)}: run `tf-nmt prepare-data "
+            f"--vocab-size {cfg.data.vocab_size}` once before launching several workers")
+    return ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
+
+
+def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
+          log: Callable[[str], None] = print) -> TrainResult:
+    """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps."""
+    start = time.perf_counter()
+    ctx = distributed.init()
+    chief_log = log if ctx.is_chief else (lambda _msg: None)
+    run = RunDir(Path(run_dir))
+    tf.random.set_seed(cfg.train.seed)
+    tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
+    meta = run_meta(cfg, tokenizer, ctx.size)
+    resuming = check_resume(run, meta, allow_world_size_change=allow_world_size_change)
+    if ctx.is_chief:
+        run.root.mkdir(parents=True, exist_ok=True)
+        if not run.vocab_path.is_file():
+            tokenizer.save(run.vocab_path)
+        cfg.save(run.config_path)
+        run.write_meta(meta)
+
+    data_dir = Path(cfg.data.data_dir)
+    train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
+    dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
+    train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
+                            shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
+                            num_shards=ctx.size, shard_index=ctx.rank)
+    dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
+                          shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank)
+
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
+    num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
+    checkpoint = make_checkpoint(model, model.optimizer)
+    manager = make_manager(checkpoint, run.checkpoints, cfg.train.keep_checkpoints)
+    if resuming:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        _ = model.optimizer.iterations  # materialise the step counter restored above
+    resumed_from = int(model.optimizer.iterations.numpy())
+    chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
+              f"{len(train_corpus):,} train pairs, world size {ctx.size}"
+              + (f", resuming from step {resumed_from}" if resuming else ""))
+
+    t = cfg.train
+    cycle = t.steps_per_cycle
+    if resumed_from >= t.train_steps:
+        chief_log(f"already trained {resumed_from} >= {t.train_steps} steps; nothing to do")
+        return TrainResult(resumed_from, resumed_from, time.perf_counter() - start,
+                           num_parameters=num_params)
+    progress = cb.ProgressLogger(t.log_every, t.train_steps, log=chief_log, world_size=ctx.size)
+    guard = cb.DivergenceGuard(t.divergence_factor)
+    budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
+    callbacks: List[keras.callbacks.Callback] = list(distributed.distributed_callbacks(ctx))
+    callbacks += [guard, budget, progress]
+    if ctx.is_chief:
+        callbacks += [cb.CheckpointSaver(manager, guard, log=chief_log),
+                      keras.callbacks.TensorBoard(str(run.logs), update_freq=t.log_every,
+                                                  write_graph=False, profile_batch=0)]
+    epochs = math.ceil(t.train_steps / cycle)
+    history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs,
+                        initial_epoch=resumed_from // cycle, validation_data=dev_ds,
+                        callbacks=callbacks, verbose=0)
+    if guard.error is not None:
+        raise guard.error
+    val_loss = [float(v) for v in history.history.get("val_loss", [])]
+    for epoch, value in zip(history.epoch, val_loss):
+        chief_log(f"cycle {epoch + 1}: dev loss {value:.4f}")
+    return TrainResult(final_step=int(model.optimizer.iterations.numpy()), resumed_from=resumed_from,
+                       wall_seconds=time.perf_counter() - start, history=progress.history,
+                       val_loss=val_loss, num_parameters=num_params,
+                       stopped_by_time_budget=budget.stopped_early)
+
+
+def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None):
+    """(model, tokenizer, config) of a run, restored from ``checkpoint`` or the latest one."""
+    from tf_nmt.config import load_config
+
+    run = RunDir(Path(run_dir))
+    if not run.config_path.is_file():
+        raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
+    cfg = load_config(run.config_path)
+    tokenizer = SubwordTokenizer.load(run.vocab_path)
+    model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)
+    model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
+    prefix = checkpoint or tf.train.latest_checkpoint(str(run.checkpoints))
+    if prefix is None:
+        raise RunDirError(f"no checkpoint in {run.checkpoints}")
+    tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+    return model, tokenizer, cfg
+
+
+def write_json_atomic(path: Path, payload: Dict[str, Any]) -> None:
+    from tf_nmt.data.tokenizer import write_bytes_atomic
+
+    write_bytes_atomic(Path(path), (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
