@@ -33,6 +33,8 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str =
     sentences = [t for t in texts if t.strip()]
     if not sentences:
         raise ValueError("cannot learn a vocabulary from an empty corpus")
+    if vocab_size < 300:
+        raise ValueError(f"vocab_size must be >= 300 (256 byte-fallback pieces + specials), got {vocab_size}")
     proto = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -60,7 +62,6 @@ class SubwordTokenizer(tf.Module):
     def __init__(self, model_proto: bytes, name: str = "subword_tokenizer") -> None:
         super().__init__(name=name)
         self.model_proto = model_proto
-        self._proto_var = tf.Variable(model_proto, dtype=tf.string, trainable=False, name="sp_model")
         self._sp = tf_text.SentencepieceTokenizer(model=model_proto, add_bos=False, add_eos=False)
         self.vocab_size = int(self._sp.vocab_size().numpy())
 

@@ -1,0 +1,33 @@
+"""Small, deterministic en-de material for unit tests (the real corpus is used by the e2e test)."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import List, Tuple
+
+NOUNS = [("house", "Haus", "das"), ("file", "Datei", "die"), ("table", "Tabelle", "die"),
+         ("window", "Fenster", "das"), ("button", "Knopf", "der"), ("dog", "Hund", "der"),
+         ("page", "Seite", "die"), ("book", "Buch", "das"), ("tree", "Baum", "der"),
+         ("menu", "Menü", "das")]
+ADJECTIVES = [("big", "groß"), ("small", "klein"), ("new", "neu"), ("old", "alt"),
+              ("open", "offen"), ("empty", "leer")]
+
+
+def toy_pairs() -> List[Tuple[str, str]]:
+    """60 grammatical English/German sentence pairs ("The file is new." → "Die Datei ist neu.")."""
+    pairs = []
+    for (en_n, de_n, art), (en_a, de_a) in itertools.product(NOUNS, ADJECTIVES):
+        pairs.append((f"The {en_n} is {en_a}.", f"{art.capitalize()} {de_n} ist {de_a}."))
+    return pairs
+
+
+def write_toy_data_dir(root: Path, repeats: int = 4) -> Path:
+    """A prepared-data directory (``corpus/{train,dev,test}.{en,de}``) built from toy pairs."""
+    pairs = toy_pairs()
+    splits = {"train": pairs * repeats, "dev": pairs[::6], "test": pairs[1::6]}
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for split, items in splits.items():
+        (corpus / f"{split}.en").write_text("\n".join(e for e, _ in items) + "\n", encoding="utf-8")
+        (corpus / f"{split}.de").write_text("\n".join(d for _, d in items) + "\n", encoding="utf-8")
+    return root

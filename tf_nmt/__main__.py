@@ -1,0 +1,3 @@
+from tf_nmt.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,245 @@
+"""The ``tf-nmt`` command line: prepare-data, train, evaluate, translate, export,
+average-checkpoints and quickstart (the whole main job).
+
+Heavy imports (TensorFlow) happen inside the subcommands so ``tf-nmt --help`` is instant.
+Expected failures (bad config, bad corpus, mismatched resume, existing outputs, divergence)
+are reported as one clear ``tf-nmt: error: ...`` line with exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
+
+
+def _config(args: argparse.Namespace):
+    from tf_nmt.config import Config, load_config, preset
+
+    base = preset(args.preset) if getattr(args, "preset", None) else Config()
+    cfg = load_config(args.config, args.set, base=base)
+    if getattr(args, "data_dir", None):
+        cfg.data.data_dir = str(args.data_dir)
+    return cfg
+
+
+def cmd_prepare_data(args: argparse.Namespace) -> int:
+    from tf_nmt.data.corpus import prepare_corpus
+    from tf_nmt.data.vocabulary import ensure_vocab
+
+    start = time.perf_counter()
+    stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, dev_size=args.dev_size,
+                           test_size=args.test_size, seed=args.seed, force=args.force)
+    tokenizer = ensure_vocab(Path(args.data_dir), args.vocab_size)
+    print(f"vocabulary: {tokenizer.vocab_size} pieces (fingerprint {tokenizer.fingerprint})")
+    print(f"prepare-data finished in {time.perf_counter() - start:.1f} s")
+    if args.stats_json:
+        Path(args.stats_json).write_text(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tf_nmt.training.trainer import train
+
+    cfg = _config(args)
+    result = train(cfg, Path(args.run_dir), allow_world_size_change=args.allow_world_size_change)
+    print(f"trained to step {result.final_step} in {result.wall_seconds / 60:.1f} min")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from tf_nmt.evaluation.evaluate import evaluate_run
+    from tf_nmt.training.trainer import write_json_atomic
+
+    report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=args.checkpoint,
+                          data_dir=args.data_dir, beam_size=args.beam_size,
+                          length_penalty=args.length_penalty, limit=args.limit)
+    if args.output_json:
+        write_json_atomic(Path(args.output_json), report)
+    return 0
+
+
+def _read_lines(path: Optional[str]) -> List[str]:
+    if path is None or path == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from tf_nmt.compat import tf
+
+    lines = _read_lines(args.input)
+    if args.export_dir:
+        import tensorflow_text  # noqa: F401  (SentencePiece ops)
+
+        serve = tf.saved_model.load(str(args.export_dir)).signatures["serving_default"]
+        outputs = []
+        for start in range(0, len(lines), args.batch_size):
+            batch = tf.constant(lines[start:start + args.batch_size] or [""])
+            outputs += [t.decode("utf-8") for t in serve(texts=batch)["translations"].numpy()]
+        outputs = outputs[:len(lines)]
+    else:
+        from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+        from tf_nmt.training.trainer import load_trained_model
+
+        model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
+        fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
+                               cfg.decode.length_penalty)
+        outputs = translate_texts(fn, tokenizer, lines, args.batch_size)
+    text = "\n".join(outputs) + ("\n" if outputs else "")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tf_nmt.export.saved_model import export_saved_model
+    from tf_nmt.training.trainer import load_trained_model
+
+    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
+    path = export_saved_model(model, tokenizer, Path(args.export_dir),
+                              beam_size=args.beam_size or cfg.decode.beam_size,
+                              length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite)
+    print(f"exported SavedModel to {path} (signature serving_default: texts -> translations)")
+    return 0
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
+    from tf_nmt.training.run_dir import RunDir
+    from tf_nmt.training.trainer import load_trained_model
+
+    run = RunDir(Path(args.run_dir))
+    prefixes = list_checkpoints(run.checkpoints)[-args.last:]
+    if len(prefixes) < args.last:
+        raise ValueError(f"asked to average the last {args.last} checkpoints but "
+                         f"{run.checkpoints} holds {len(prefixes)}")
+    model, _, _ = load_trained_model(run.root)
+    out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite)
+    print(f"averaged {len(prefixes)} checkpoints into {out}")
+    return 0
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    from tf_nmt.quickstart import run_quickstart
+
+    run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
+                   Path(args.results), minutes=args.minutes, overrides=args.set,
+                   debs_dir=args.debs_dir)
+    return 0
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="YAML/JSON config file")
+    p.add_argument("--preset", help="start from a named preset (quickstart, gnmt-small)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (repeatable), e.g. --set train.train_steps=500")
+    p.add_argument("--data-dir", type=Path, help="prepared data directory (overrides data.data_dir)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("prepare-data", help="build the en-de corpus from Debian packages + vocabulary")
+    p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
+    p.add_argument("--debs-dir", type=Path, help="directory with already downloaded .deb files")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--dev-size", type=int, default=500)
+    p.add_argument("--test-size", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--force", action="store_true", help="rebuild even if cached")
+    p.add_argument("--stats-json", type=Path)
+    p.set_defaults(func=cmd_prepare_data)
+
+    p = sub.add_parser("train", help="train or resume a run with model.fit")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--allow-world-size-change", action="store_true",
+                   help="resume checkpoints written by a different number of workers")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="beam-search translate a split and score it with sacreBLEU")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--split", default="test", choices=["train", "dev", "test"])
+    p.add_argument("--checkpoint", help="checkpoint prefix (default: latest)")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--beam-size", type=int)
+    p.add_argument("--length-penalty", type=float)
+    p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
+    p.add_argument("--output-json", type=Path)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("translate", help="translate lines of English text (file or stdin)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run-dir", type=Path)
+    src.add_argument("--export-dir", type=Path, help="an exported SavedModel")
+    p.add_argument("--checkpoint")
+    p.add_argument("--input", help="input file (default stdin)")
+    p.add_argument("--output", help="output file (default stdout)")
+    p.add_argument("--beam-size", type=int)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("export", help="write a string-to-string SavedModel")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--export-dir", type=Path, required=True)
+    p.add_argument("--checkpoint")
+    p.add_argument("--beam-size", type=int)
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("average-checkpoints", help="average the last N checkpoints of a run")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--output-dir", type=Path, required=True)
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("quickstart", help="prepare-data → train → BLEU → export, with a time budget")
+    p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
+    p.add_argument("--debs-dir", type=Path)
+    p.add_argument("--run-dir", type=Path, default=Path("runs/quickstart"))
+    p.add_argument("--export-dir", type=Path, default=Path("runs/quickstart-export"))
+    p.add_argument("--results", type=Path, default=Path("results/quickstart.json"))
+    p.add_argument("--minutes", type=float, default=35.0, help="training time budget")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.set_defaults(func=cmd_quickstart)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("tf-nmt: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 — expected errors become one clear line
+        if _is_user_error(err):
+            print(f"tf-nmt: error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _is_user_error(err: Exception) -> bool:
+    from tf_nmt.config import ConfigError
+    from tf_nmt.training.callbacks import DivergenceError
+    from tf_nmt.training.run_dir import RunDirError
+
+    try:
+        from tf_nmt.data.corpus import CorpusError
+    except ImportError:  # pragma: no cover
+        CorpusError = ConfigError
+    return isinstance(err, (ConfigError, CorpusError, RunDirError, DivergenceError,
+                            FileExistsError, FileNotFoundError, ValueError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Evaluate a run on a corpus split: beam-search translate, detokenise, score with sacreBLEU."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from tf_nmt.data.tokenizer import write_bytes_atomic
+from tf_nmt.data.vocabulary import load_split
+from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu
+from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.training.trainer import load_trained_model
+
+
+def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] = None,
+                 data_dir: Optional[Path] = None, beam_size: Optional[int] = None,
+                 length_penalty: Optional[float] = None, limit: int = 0,
+                 log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``)."""
+    model, tokenizer, cfg = load_trained_model(run_dir, checkpoint)
+    pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
+    if limit:
+        pairs = pairs[:limit]
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    beam = beam_size or cfg.decode.beam_size
+    alpha = cfg.decode.length_penalty if length_penalty is None else length_penalty
+    translate_fn = make_translate_fn(model, tokenizer, beam, alpha)
+    start = time.perf_counter()
+    hypotheses = translate_texts(translate_fn, tokenizer, sources, cfg.decode.batch_size)
+    seconds = time.perf_counter() - start
+    write_bytes_atomic(Path(run_dir) / f"{split}.hyp.de", ("\n".join(hypotheses) + "\n").encode())
+    bleu = corpus_bleu(hypotheses, references)
+    baseline = copy_baseline(sources, references)
+    log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha})")
+    log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
+    log(f"copy-the-source baseline BLEU = {baseline.score:.2f}")
+    log(f"sacreBLEU signature: {bleu.signature}")
+    return {"split": split, "sentences": len(pairs), "bleu": bleu.score, "bleu_text": bleu.text,
+            "signature": bleu.signature, "copy_baseline_bleu": baseline.score,
+            "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
+            "examples": [{"source": s, "reference": r, "hypothesis": h}
+                         for s, r, h in list(zip(sources, references, hypotheses))[:5]]}

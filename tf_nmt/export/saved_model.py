@@ -1,0 +1,74 @@
+"""SavedModel export: a serving signature from raw English strings to German strings.
+
+Tokenisation (tensorflow-text SentencePiece), beam search and detokenisation all run inside the
+graph, so a client needs only ``tensorflow`` and ``tensorflow_text``::
+
+    import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the SentencePiece ops)
+    translator = tf.saved_model.load(path)
+    translator.signatures["serving_default"](texts=tf.constant(["Open the file."]))
+
+The export is written to a temporary sibling directory and renamed into place; an existing
+export is never replaced unless ``overwrite`` is set.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.evaluation.translate import make_translate_fn
+
+
+class Translator(tf.Module):
+    """The exported object: model + tokenizer + a string-to-string ``translate`` function."""
+
+    def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int,
+                 length_penalty: float, max_source_length: int = 256) -> None:
+        super().__init__(name="translator")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.beam_size = tf.constant(beam_size)
+        translate = make_translate_fn(model, tokenizer, beam_size, length_penalty, max_source_length)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+        def serve(texts: tf.Tensor):
+            return {"translations": translate(texts)}
+
+        self.serve = serve
+
+
+def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) -> None:
+    """Move the finished ``staged`` directory to ``target``; keep an old one unless ``overwrite``."""
+    if target.exists():
+        if not overwrite:
+            raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
+        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
+        os.replace(target, old / target.name)
+        os.replace(staged, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staged, target)
+
+
+def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
+                       beam_size: int = 4, length_penalty: float = 0.6,
+                       overwrite: bool = False) -> Path:
+    """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``."""
+    export_dir = Path(export_dir)
+    if export_dir.exists() and not overwrite:
+        raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
+    try:
+        translator = Translator(model, tokenizer, beam_size, length_penalty)
+        tf.saved_model.save(translator, str(staged / "model"),
+                            signatures={"serving_default": translator.serve})
+        os.replace(staged / "model", staged / "final")
+        final = staged / "final"
+        replace_directory_atomically(final, export_dir, overwrite)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return export_dir
