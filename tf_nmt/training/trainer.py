@@ -104,23 +104,25 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         cfg.save(run.config_path)
         run.write_meta(meta)
 
-    data_dir = Path(cfg.data.data_dir)
-    train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
-    dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
-    train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
-                            shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
-                            num_shards=ctx.size, shard_index=ctx.rank)
-    dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
-                          shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank)
-
     model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     checkpoint = make_checkpoint(model, model.optimizer)
     manager = make_manager(checkpoint, run.checkpoints, cfg.train.keep_checkpoints)
     if resuming:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        _ = model.optimizer.iterations  # materialise the step counter restored above
     resumed_from = int(model.optimizer.iterations.numpy())
+
+    data_dir = Path(cfg.data.data_dir)
+    train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
+    dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
+    train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
+                            shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
+                            num_shards=ctx.size, shard_index=ctx.rank)
+    # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
+    # resumed run see exactly the data an uninterrupted run would have seen next.
+    train_ds = train_ds.skip(resumed_from * cfg.train.backward_passes_per_step)
+    dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
+                          shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank)
     chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
               f"{len(train_corpus):,} train pairs, world size {ctx.size}"
               + (f", resuming from step {resumed_from}" if resuming else ""))

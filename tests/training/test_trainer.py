@@ -1,0 +1,76 @@
+"""Training runs on a toy corpus: loss falls, resume continues the same run exactly, guards."""
+import numpy as np
+import pytest
+
+from tests.helpers import write_toy_data_dir
+from tf_nmt.config import load_config
+from tf_nmt.training.callbacks import DivergenceError
+from tf_nmt.training.run_dir import RunDirError
+from tf_nmt.training.trainer import load_trained_model, train
+
+TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=32", "model.num_heads=2",
+        "model.ff_dim=64", "model.dropout=0.0", "data.vocab_size=320", "data.batch_tokens=256",
+        "train.peak_lr=0.003", "train.warmup_steps=10", "train.log_every=5", "train.seed=7"]
+
+
+def tiny_config(data_dir, *extra):
+    return load_config(None, TINY + [f"data.data_dir={data_dir}", *extra])
+
+
+@pytest.fixture()
+def data_dir(tmp_path):
+    return write_toy_data_dir(tmp_path / "data")
+
+
+def weights(run_dir):
+    model, _, _ = load_trained_model(run_dir)
+    return [w.copy() for w in model.get_weights()]
+
+
+def test_loss_falls_and_outputs_are_written(data_dir, tmp_path):
+    run = tmp_path / "run"
+    result = train(tiny_config(data_dir, "train.train_steps=60", "train.steps_per_cycle=20"), run,
+                   log=lambda _m: None)
+    assert result.final_step == 60
+    losses = [h["loss"] for h in result.history]
+    assert losses[-1] < 0.6 * losses[0]
+    assert len(result.val_loss) == 3 and result.val_loss[-1] < result.val_loss[0]
+    for name in ("config.yaml", "meta.json", "vocab.model", "checkpoints/checkpoint"):
+        assert (run / name).exists(), name
+    assert any((run / "logs").rglob("events.out.tfevents.*"))
+    assert all(h["tokens_per_s"] > 0 for h in result.history[1:])
+
+
+def test_resume_continues_the_same_run(data_dir, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    train(tiny_config(data_dir, "train.train_steps=20", "train.steps_per_cycle=10"), straight,
+          log=lambda _m: None)
+    first = train(tiny_config(data_dir, "train.train_steps=10", "train.steps_per_cycle=10"), split,
+                  log=lambda _m: None)
+    assert first.final_step == 10
+    second = train(tiny_config(data_dir, "train.train_steps=20", "train.steps_per_cycle=10"), split,
+                   log=lambda _m: None)
+    assert second.resumed_from == 10 and second.final_step == 20
+    # Optimizer state, step counter and position in the data stream were all restored, so the
+    # interrupted run ends exactly where the uninterrupted one does.
+    for x, y in zip(weights(straight), weights(split)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_resume_with_a_different_vocabulary_is_refused(data_dir, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(data_dir, "train.train_steps=5", "train.steps_per_cycle=5"), run, log=lambda _m: None)
+    before = (run / "meta.json").read_bytes(), sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(RunDirError, match="vocabulary"):
+        train(tiny_config(data_dir, "train.train_steps=10", "data.vocab_size=360"), run, log=lambda _m: None)
+    with pytest.raises(RunDirError, match="model_hparams"):
+        train(tiny_config(data_dir, "train.train_steps=10", "model.d_model=48"), run, log=lambda _m: None)
+    after = (run / "meta.json").read_bytes(), sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert before == after  # nothing was overwritten
+
+
+def test_nan_loss_stops_with_a_clear_error(data_dir, tmp_path):
+    cfg = tiny_config(data_dir, "train.train_steps=50", "train.steps_per_cycle=10", "train.peak_lr=1e30",
+                      "train.optimizer=sgd", "train.schedule=constant")
+    with pytest.raises(DivergenceError, match="diverged"):
+        train(cfg, tmp_path / "run", log=lambda _m: None)
