@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Build Horovod 0.28.1 from source (TensorFlow + Gloo + MPI) into a Python environment.
+#
+#   scripts/install_horovod.sh [PYTHON]      # default: <repo>/.venv/bin/python
+#
+# Idempotent: exits early when that Python already imports horovod.tensorflow 0.28.1 with the
+# wanted controllers built. Installs OpenMPI from apt (libopenmpi-dev openmpi-bin) when it can;
+# without apt (or without root) it falls back to a Gloo-only build and says so.
+# TensorFlow >= 2.19 needs extra include dirs plus our header shim (horovod_patches/build_shim)
+# because Horovod 0.28.1 predates the XLA header move. Env knobs: HOROVOD_VERSION (0.28.1),
+# FORCE=1 (rebuild even when installed), MAKEFLAGS (default -j2).
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${1:-$REPO/.venv/bin/python}"
+HVD_VERSION="${HOROVOD_VERSION:-0.28.1}"
+export TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2
+log() { echo "[install_horovod] $*" >&2; }
+
+[ -x "$PY" ] || { log "no such python: $PY"; exit 2; }
+
+# --- 1. OpenMPI (optional: Gloo-only when it cannot be had) -----------------------------------
+want_mpi=1
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicxx >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="$(command -v sudo || true)"
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; }; then
+    log "installing OpenMPI from apt"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! $SUDO apt-get install -y -q --no-install-recommends libopenmpi-dev openmpi-bin >/dev/null 2>&1; then
+      $SUDO apt-get update -q >/dev/null 2>&1 || true
+      $SUDO apt-get install -y -q --no-install-recommends libopenmpi-dev openmpi-bin >/dev/null 2>&1 \
+        || { log "WARNING: apt could not install OpenMPI; building Gloo-only"; want_mpi=0; }
+    fi
+  else
+    log "WARNING: apt-get (as root) unavailable; building Horovod with Gloo only (no --mpi)"
+    want_mpi=0
+  fi
+fi
+
+# --- 2. Skip when the wanted build is already installed -----------------------------------------
+check_installed() {
+  "$PY" - "$HVD_VERSION" "$want_mpi" <<'EOF'
+import sys
+import horovod
+import horovod.tensorflow as hvd
+want, want_mpi = sys.argv[1], sys.argv[2] == "1"
+ok = horovod.__version__ == want and hvd.gloo_built() and (hvd.mpi_built() or not want_mpi)
+sys.exit(0 if ok else 1)
+EOF
+}
+if [ "${FORCE:-0}" != "1" ] && check_installed >/dev/null 2>&1; then
+  log "horovod $HVD_VERSION already installed for $PY; nothing to do"
+  "$(dirname "$PY")/horovodrun" --check-build
+  exit 0
+fi
+
+# --- 3. Build flags -----------------------------------------------------------------------------
+TF_INC="$("$PY" -c 'import tensorflow as tf; print(tf.sysconfig.get_include())')"
+TF_VER="$("$PY" -c 'import tensorflow as tf; print(tf.__version__)')"
+SHIM_INC="$REPO/horovod_patches/build_shim/include"
+export CXXFLAGS="${CXXFLAGS:-} -I$TF_INC/external/highwayhash -I$TF_INC/external/farmhash_archive/src -I$SHIM_INC"
+export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+if [ "$want_mpi" = 1 ]; then
+  export HOROVOD_WITH_MPI=1
+else
+  export HOROVOD_WITHOUT_MPI=1
+fi
+export MAKEFLAGS="${MAKEFLAGS:--j2}"
+log "building horovod $HVD_VERSION for TF $TF_VER (mpi=$want_mpi, MAKEFLAGS=$MAKEFLAGS); takes minutes"
+
+# --- 4. Build + install -------------------------------------------------------------------------
+start=$(date +%s)
+"$PY" -m pip install --no-cache-dir --no-build-isolation "horovod==$HVD_VERSION"
+log "build+install took $(( $(date +%s) - start )) s"
+
+# --- 5. Verify ----------------------------------------------------------------------------------
+check_installed || { log "ERROR: horovod installed but the import/controller check failed"; exit 1; }
+"$(dirname "$PY")/horovodrun" --check-build

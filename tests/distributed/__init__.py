@@ -1,0 +1,1 @@
+"""Single-process tests of tf_nmt.distributed."""

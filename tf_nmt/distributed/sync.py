@@ -1,0 +1,38 @@
+"""Small collectives for custom loops and evaluation; no-ops for a single process."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from tf_nmt.distributed.context import DistContext
+
+
+def broadcast_variables(variables: Iterable[Any], ctx: DistContext, root_rank: int = 0) -> None:
+    """Overwrite ``variables`` on every rank with rank ``root_rank``'s values."""
+    if ctx.distributed:
+        ctx.hvd.broadcast_variables(list(variables), root_rank=root_rank)
+
+
+def allreduce_mean(value: Any, ctx: DistContext, name: str = "allreduce_mean") -> float:
+    """Mean of a scalar over all ranks (the value itself for a single process)."""
+    if not ctx.distributed:
+        return float(value)
+    from tf_nmt.compat import tf  # noqa: PLC0415
+
+    return float(ctx.hvd.allreduce(tf.constant(float(value), tf.float64), op=ctx.hvd.Average,
+                                   name=name).numpy())
+
+
+def allreduce_sum(value: Any, ctx: DistContext, name: str = "allreduce_sum") -> float:
+    """Sum of a scalar over all ranks (e.g. token counts for a corpus-level metric)."""
+    if not ctx.distributed:
+        return float(value)
+    from tf_nmt.compat import tf  # noqa: PLC0415
+
+    return float(ctx.hvd.allreduce(tf.constant(float(value), tf.float64), op=ctx.hvd.Sum,
+                                   name=name).numpy())
+
+
+def barrier(ctx: DistContext) -> None:
+    """Wait until every rank gets here (e.g. rank 0 finished writing a file)."""
+    if ctx.distributed:
+        ctx.hvd.join()
