@@ -1,0 +1,69 @@
+"""Label-smoothed loss against a NumPy reference; Keras compile/fit optimises the token mean."""
+import numpy as np
+import pytest
+
+from tests.models.helpers import batch, labels
+from tf_nmt.models import build_model
+from tf_nmt.compat import keras, tf
+from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount, label_smoothed_nll
+
+
+def reference(labels, logits, eps, pad=0):
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    vocab = logits.shape[-1]
+    q = np.full(logits.shape, eps / vocab)
+    np.put_along_axis(q, labels[..., None], 1 - eps + eps / vocab, axis=-1)
+    per_token = -(q * logp).sum(-1)
+    mask = labels != pad
+    return (per_token * mask).sum(), mask.sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_matches_numpy_reference(eps):
+    rng = np.random.RandomState(0)
+    logits = rng.normal(0, 3, (3, 5, 11)).astype(np.float32)
+    y = rng.randint(1, 11, (3, 5))
+    y[0, 3:] = 0
+    y[2, 1:] = 0
+    total, count = label_smoothed_nll(tf.constant(y), tf.constant(logits), eps)
+    ref_total, ref_count = reference(y, logits.astype(np.float64), eps)
+    assert float(count) == ref_count == 9
+    np.testing.assert_allclose(float(total), ref_total, rtol=1e-5)
+    loss = LabelSmoothedCrossEntropy(eps)(tf.constant(y), tf.constant(logits))
+    np.testing.assert_allclose(float(loss), ref_total / ref_count, rtol=1e-5)
+
+
+def test_pad_logits_do_not_matter():
+    rng = np.random.RandomState(1)
+    logits = rng.normal(size=(2, 4, 7)).astype(np.float32)
+    y = np.array([[4, 5, 0, 0], [6, 0, 0, 0]])
+    changed = logits.copy()
+    changed[y == 0] = 1e3
+    loss = LabelSmoothedCrossEntropy(0.1)
+    assert float(loss(y, logits)) == pytest.approx(float(loss(y, changed)), rel=1e-6)
+
+
+def test_all_pad_batch_gives_zero_not_nan():
+    assert float(LabelSmoothedCrossEntropy(0.1)(tf.zeros([2, 3], tf.int32), tf.zeros([2, 3, 5]))) == 0.0
+
+
+def test_invalid_smoothing():
+    with pytest.raises(ValueError, match="smoothing"):
+        LabelSmoothedCrossEntropy(1.0)
+
+
+def test_fit_optimises_the_token_mean_and_counts_tokens():
+    tf.random.set_seed(0)
+    model = build_model("transformer", 29, num_layers=1, d_model=16, num_heads=2, ff_dim=16, dropout=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=LabelSmoothedCrossEntropy(0.1),
+                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
+    x, y = batch(), labels()
+    history = model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(2), epochs=1, verbose=0)
+    logits = model(x, training=False).numpy()  # lr 0: the weights fit saw
+    ref_total, ref_count = reference(y.numpy(), logits.astype(np.float64), 0.1)
+    np.testing.assert_allclose(history.history["loss"][0], ref_total / ref_count, rtol=1e-5)
+    assert history.history["tokens"][0] == 2 * 8.0
+    mask = y.numpy() != 0
+    expected_acc = ((logits.argmax(-1) == y.numpy()) & mask).sum() / mask.sum()
+    np.testing.assert_allclose(history.history["accuracy"][0], expected_acc, rtol=1e-6)

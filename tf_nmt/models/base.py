@@ -1,0 +1,59 @@
+"""The interface every NMT model implements, so decoding and export never depend on the model kind.
+
+A model maps ``{"source": int32[B,S], "target_in": int32[B,T]}`` to float32 logits ``[B,T,V]``
+for teacher-forced training, and exposes an incremental decoder for search:
+
+* ``encode(source)`` -> dict of batch-major tensors,
+* ``initial_decoder_state(encoded)`` -> dict of batch-major tensors,
+* ``decode_step(ids, step, state)`` -> (logits [B,V] for the token after ``ids[:, step]``, state).
+
+``ids`` holds every token so far, starting with bos, and ``step`` is the index of its last token
+(``ids.shape[1] - 1``). Search reorders and tiles every state tensor along axis 0, except the keys in
+``beam_invariant_keys`` (tensors that are the same for all hypotheses of one sentence and never
+change, such as encoder outputs): those are tiled once and never gathered again.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+from tf_nmt.compat import keras, tf
+
+# Fixed project-wide (they match tf_nmt.data.tokenizer; repeated here so that the models do not
+# depend on the tokenizer and its tensorflow-text import).
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+State = Dict[str, tf.Tensor]
+
+
+class Seq2SeqModel(keras.Model):
+    """Base class: hyper-parameter bookkeeping and the abstract decoding interface."""
+
+    beam_invariant_keys: Tuple[str, ...] = ()
+
+    def __init__(self, vocab_size: int, name: str, hparams: Dict[str, Any]) -> None:
+        super().__init__(name=name)
+        if vocab_size < 4:
+            raise ValueError(f"vocab_size must be >= 4 (pad, unk, bos, eos), got {vocab_size}")
+        self.vocab_size = int(vocab_size)
+        self._hparams = dict(hparams)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {"vocab_size": self.vocab_size, **self._hparams}
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any], custom_objects=None):
+        return cls(**config)
+
+    def encode(self, source: tf.Tensor, training: bool = False) -> State:
+        raise NotImplementedError
+
+    def initial_decoder_state(self, encoded: State) -> State:
+        raise NotImplementedError
+
+    def decode_step(self, ids: tf.Tensor, step: tf.Tensor, state: State) -> Tuple[tf.Tensor, State]:
+        raise NotImplementedError
+
+
+def padding_mask(ids: tf.Tensor) -> tf.Tensor:
+    """float32 [B,S]: 1.0 for real tokens, 0.0 for pad."""
+    return tf.cast(tf.not_equal(ids, PAD_ID), tf.float32)

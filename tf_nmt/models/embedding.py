@@ -1,0 +1,52 @@
+"""Shared source/target token embedding, reused transposed as the output projection (tied weights)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tf_nmt.compat import keras, tf
+
+
+class SharedEmbedding(keras.layers.Layer):
+    """``embed(ids)`` looks tokens up; ``project(h)`` gives logits ``h @ E^T (+ b)`` with the same E.
+
+    Tying saves ``V * dim`` parameters and regularises small-data training. With ``scale`` the
+    embeddings are multiplied by sqrt(dim) (Transformer convention; E is initialised with std
+    dim^-0.5 so embedded vectors have unit scale while logits stay O(1)).
+    """
+
+    def __init__(self, vocab_size: int, dim: int, scale: bool = False, output_bias: bool = True,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.vocab_size, self.dim = int(vocab_size), int(dim)
+        self.scale = math.sqrt(dim) if scale else None
+        self.output_bias = output_bias
+
+    def build(self, input_shape=None) -> None:
+        init = keras.initializers.RandomNormal(stddev=self.dim ** -0.5)
+        self.embeddings = self.add_weight("embeddings", [self.vocab_size, self.dim], initializer=init)
+        self.bias = (self.add_weight("output_bias", [self.vocab_size], initializer="zeros")
+                     if self.output_bias else None)
+        super().build(input_shape)
+
+    def call(self, ids: tf.Tensor) -> tf.Tensor:
+        x = tf.gather(self.embeddings, ids)
+        return x * self.scale if self.scale is not None else x
+
+    def project(self, h: tf.Tensor) -> tf.Tensor:
+        """[..., dim] -> logits [..., vocab_size] (a 2-D matmul: cheaper than a broadcast one)."""
+        flat = tf.reshape(h, [-1, self.dim])
+        logits = tf.matmul(flat, self.embeddings, transpose_b=True)
+        if self.bias is not None:
+            logits = tf.nn.bias_add(logits, self.bias)
+        return tf.reshape(logits, tf.concat([tf.shape(h)[:-1], [self.vocab_size]], 0))
+
+
+def sinusoidal_positions(positions: tf.Tensor, dim: int) -> tf.Tensor:
+    """Position encodings [len(positions), dim]: sin in the first half, cos in the second."""
+    if dim % 2:
+        raise ValueError(f"sinusoidal positions need an even dimension, got {dim}")
+    inv_freq = np.exp(-math.log(10000.0) * np.arange(dim // 2) * 2.0 / dim).astype(np.float32)
+    angles = tf.cast(positions, tf.float32)[:, None] * tf.constant(inv_freq)[None, :]
+    return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)

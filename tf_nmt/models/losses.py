@@ -1,0 +1,98 @@
+"""Label-smoothed cross-entropy averaged over non-pad target tokens, and token-level metrics.
+
+Smoothing spreads ``smoothing`` of the target mass uniformly over the whole vocabulary:
+``q = (1 - eps) * onehot(y) + eps / V``. The loss ``-sum_v q_v log p_v`` equals
+``nll + eps * (logit_y - mean(logits))``, which reuses the fused sparse cross-entropy kernel and
+never materialises a [B,T,V] log-probability tensor.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.models.base import PAD_ID
+
+
+def label_smoothed_nll(labels: tf.Tensor, logits: tf.Tensor, smoothing: float,
+                       pad_id: int = PAD_ID) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(sum of smoothed per-token losses over non-pad labels, number of non-pad labels), float32."""
+    labels = tf.cast(labels, tf.int32)
+    logits = tf.cast(logits, tf.float32)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    if smoothing:
+        target_logit = tf.gather(logits, labels[..., None], batch_dims=labels.shape.rank)[..., 0]
+        per_token += smoothing * (target_logit - tf.reduce_mean(logits, axis=-1))
+    weights = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
+    return tf.reduce_sum(per_token * weights), tf.reduce_sum(weights)
+
+
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """Token-mean label-smoothed cross-entropy of logits [B,T,V] against labels [B,T].
+
+    ``call`` already returns the scalar mean over the batch's non-pad tokens and the reduction is
+    SUM (of that one scalar), so ``model.compile(loss=...)`` optimises exactly the token mean
+    (Keras' default would average per-sentence means instead).
+    """
+
+    def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID,
+                 name: str = "label_smoothed_cross_entropy") -> None:
+        super().__init__(reduction=keras.losses.Reduction.SUM, name=name)
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+        self.smoothing, self.pad_id = float(smoothing), int(pad_id)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        loss_sum, n_tokens = label_smoothed_nll(y_true, y_pred, self.smoothing, self.pad_id)
+        return loss_sum / tf.maximum(n_tokens, 1.0)
+
+    def get_config(self):
+        return {"smoothing": self.smoothing, "pad_id": self.pad_id, "name": self.name}
+
+
+class TokenCount(keras.metrics.Metric):
+    """Running number of non-pad target tokens seen (reset with the other metrics each epoch)."""
+
+    def __init__(self, pad_id: int = PAD_ID, name: str = "tokens", **kwargs) -> None:
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.total = self.add_weight("total", initializer="zeros")
+
+    def update_state(self, y_true: tf.Tensor, y_pred: Optional[tf.Tensor] = None, sample_weight=None):
+        count = tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(y_true, tf.int32), self.pad_id), tf.float32))
+        return self.total.assign_add(count)
+
+    def result(self) -> tf.Tensor:
+        return tf.identity(self.total)
+
+    def reset_state(self) -> None:
+        self.total.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}
+
+
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of non-pad target tokens whose argmax prediction is correct."""
+
+    def __init__(self, pad_id: int = PAD_ID, name: str = "accuracy", **kwargs) -> None:
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.correct = self.add_weight("correct", initializer="zeros")
+        self.count = self.add_weight("count", initializer="zeros")
+
+    def update_state(self, y_true: tf.Tensor, y_pred: tf.Tensor, sample_weight=None):
+        y_true = tf.cast(y_true, tf.int32)
+        weights = tf.cast(tf.not_equal(y_true, self.pad_id), tf.float32)
+        hits = tf.cast(tf.equal(tf.argmax(y_pred, axis=-1, output_type=tf.int32), y_true), tf.float32)
+        self.correct.assign_add(tf.reduce_sum(hits * weights))
+        return self.count.assign_add(tf.reduce_sum(weights))
+
+    def result(self) -> tf.Tensor:
+        return tf.math.divide_no_nan(self.correct, self.count)
+
+    def reset_state(self) -> None:
+        self.correct.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "pad_id": self.pad_id}

@@ -1,0 +1,55 @@
+"""Attention of RNN decoder states over encoder outputs: Luong (general) or Bahdanau (additive).
+
+Keys are projected from the encoder outputs once (``keys(memory)``) so that step-by-step decoding
+does not redo it; ``call`` takes queries [B,T,q] and returns contexts [B,T,memory_dim].
+"""
+from __future__ import annotations
+
+from tf_nmt.compat import keras, tf
+
+NEG_INF = -1e9
+ATTENTIONS = ("luong", "bahdanau")
+
+
+class LuongAttention(keras.layers.Layer):
+    """score(q, m) = q . (W m)."""
+
+    def __init__(self, units: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.key_proj = keras.layers.Dense(units, use_bias=False, name="key")
+
+    def keys(self, memory: tf.Tensor) -> tf.Tensor:
+        return self.key_proj(memory)
+
+    def scores(self, query: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(query, keys, transpose_b=True)
+
+    def call(self, query: tf.Tensor, keys: tf.Tensor, memory: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        scores = self.scores(query, keys) + ((1.0 - mask) * NEG_INF)[:, None, :]
+        return tf.matmul(tf.nn.softmax(scores), memory)
+
+
+class BahdanauAttention(LuongAttention):
+    """score(q, m) = v . tanh(W m + U q + b)."""
+
+    def __init__(self, units: int, **kwargs) -> None:
+        super().__init__(units, **kwargs)
+        self.query_proj = keras.layers.Dense(units, name="query")
+        self.units = units
+
+    def build(self, input_shape=None) -> None:
+        self.v = self.add_weight("v", [self.units],
+                                 initializer=keras.initializers.RandomUniform(-0.1, 0.1))
+        super().build(input_shape)
+
+    def scores(self, query: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
+        hidden = tf.tanh(keys[:, None, :, :] + self.query_proj(query)[:, :, None, :])  # [B,T,S,u]
+        return tf.reduce_sum(hidden * self.v, axis=-1)
+
+
+def make_attention(kind: str, units: int) -> LuongAttention:
+    if kind == "luong":
+        return LuongAttention(units, name="attention")
+    if kind == "bahdanau":
+        return BahdanauAttention(units, name="attention")
+    raise ValueError(f"attention must be one of {ATTENTIONS}, got {kind!r}")

@@ -1,0 +1,88 @@
+"""Transformer encoder/decoder blocks with pre- or post-layer-norm residual sub-layers."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.models.attention import KeyValue, MultiHeadAttention
+
+NORMS = ("pre", "post")
+
+
+class Residual(keras.layers.Layer):
+    """``x + dropout(f(norm(x)))`` (pre-norm) or ``norm(x + dropout(f(x)))`` (post-norm).
+
+    Used as ``y = fn(res.enter(x)); x = res.leave(x, y)`` so that only tensors cross layer calls.
+    """
+
+    def __init__(self, norm: str, dropout: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        self.pre = norm == "pre"
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="norm")
+        self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
+
+    def enter(self, x: tf.Tensor) -> tf.Tensor:
+        return self.norm(x) if self.pre else x
+
+    def leave(self, x: tf.Tensor, y: tf.Tensor, training=None) -> tf.Tensor:
+        if self.dropout is not None:
+            y = self.dropout(y, training=training)
+        return x + y if self.pre else self.norm(x + y)
+
+    def call(self, x: tf.Tensor, y: tf.Tensor, training=None) -> tf.Tensor:
+        return self.leave(x, y, training)
+
+
+class FeedForward(keras.layers.Layer):
+    """Position-wise ``Dense(ff_dim, relu) -> Dense(d_model)``."""
+
+    def __init__(self, d_model: int, ff_dim: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.inner = keras.layers.Dense(ff_dim, activation="relu", name="inner")
+        self.outer = keras.layers.Dense(d_model, name="outer")
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        return self.outer(self.inner(x))
+
+
+class EncoderLayer(keras.layers.Layer):
+    """Self-attention (padding-masked) + feed-forward."""
+
+    def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
+                 attention_dropout: float, norm: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout, name="self_attention")
+        self.ffn = FeedForward(d_model, ff_dim, name="ffn")
+        self.res1 = Residual(norm, dropout, name="res_attention")
+        self.res2 = Residual(norm, dropout, name="res_ffn")
+
+    def call(self, x: tf.Tensor, bias: tf.Tensor, training=None) -> tf.Tensor:
+        x = self.res1.leave(x, self.attention.self_attend(self.res1.enter(x), bias, training)[0], training)
+        return self.res2.leave(x, self.ffn(self.res2.enter(x)), training)
+
+
+class DecoderLayer(keras.layers.Layer):
+    """Causal self-attention (optionally incremental) + cross-attention + feed-forward."""
+
+    def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
+                 attention_dropout: float, norm: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.self_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
+                                                 name="self_attention")
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
+                                                  self_attention=False, name="cross_attention")
+        self.ffn = FeedForward(d_model, ff_dim, name="ffn")
+        self.res1 = Residual(norm, dropout, name="res_self")
+        self.res2 = Residual(norm, dropout, name="res_cross")
+        self.res3 = Residual(norm, dropout, name="res_ffn")
+
+    def call(self, x: tf.Tensor, self_bias: Optional[tf.Tensor], memory_kv: KeyValue,
+             memory_bias: tf.Tensor, cache: Optional[KeyValue] = None,
+             training=None) -> Tuple[tf.Tensor, KeyValue]:
+        y, new_cache = self.self_attention.self_attend(self.res1.enter(x), self_bias, training, cache)
+        x = self.res1.leave(x, y, training)
+        y = self.cross_attention.cross_attend(self.res2.enter(x), memory_kv, memory_bias, training)
+        x = self.res2.leave(x, y, training)
+        return self.res3.leave(x, self.ffn(self.res3.enter(x)), training), new_cache
