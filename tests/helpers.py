@@ -21,9 +21,10 @@ def toy_pairs() -> List[Tuple[str, str]]:
     return pairs
 
 
-def write_toy_data_dir(root: Path, repeats: int = 4) -> Path:
-    """A prepared-data directory (``corpus/{train,dev,test}.{en,de}``) built from toy pairs."""
-    pairs = toy_pairs()
+def write_toy_data_dir(root: Path, repeats: int = 4, reverse: bool = False) -> Path:
+    """A prepared-data directory (``corpus/{train,dev,test}.{en,de}``) built from toy pairs
+    (``reverse`` swaps the languages: same size, different text, so a different vocabulary)."""
+    pairs = [(d, e) for e, d in toy_pairs()] if reverse else toy_pairs()
     splits = {"train": pairs * repeats, "dev": pairs[::6], "test": pairs[1::6]}
     corpus = root / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)

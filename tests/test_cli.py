@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains a tiny model first
+
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import TINY
 from tf_nmt.cli import main

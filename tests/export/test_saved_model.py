@@ -2,6 +2,8 @@
 written atomically and never silently overwritten."""
 import pytest
 
+pytestmark = pytest.mark.slow  # trains a tiny model first
+
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt.compat import tf

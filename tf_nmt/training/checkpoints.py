@@ -65,7 +65,7 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
             shutil.rmtree(output_dir)
         os.replace(tmp, output_dir)
         # The state file records absolute paths of the temporary directory; rewrite it.
-        tf.train.update_checkpoint_state(str(output_dir), str(output_dir / "ckpt-0"),
+        tf.compat.v1.train.update_checkpoint_state(str(output_dir), str(output_dir / "ckpt-0"),
                                          all_model_checkpoint_paths=[str(output_dir / "ckpt-0")])
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

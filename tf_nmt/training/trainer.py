@@ -93,7 +93,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     ctx = distributed.init()
     chief_log = log if ctx.is_chief else (lambda _msg: None)
     run = RunDir(Path(run_dir))
-    tf.random.set_seed(cfg.train.seed)
+    keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
     meta = run_meta(cfg, tokenizer, ctx.size)
     resuming = check_resume(run, meta, allow_world_size_change=allow_world_size_change)
