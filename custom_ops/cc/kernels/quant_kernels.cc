@@ -1,0 +1,271 @@
+// CPU kernels for the log and fixed-point quantisers: fit scale, encode, decode, fused
+// quantise (fit + encode) and quantise-dequantise (fit + encode + decode).
+//
+// Scale fitting ("optimised") starts at S = max|v| and iterates S = sum(c|v|) / sum(c^2) with c
+// the relative centre chosen for each v under the current S (least squares in normal space),
+// stopping when S no longer changes in float. Non-finite values are ignored by the fit.
+// Partial sums are per fixed block in double and combined in block order: deterministic.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "parallel_blocks.h"
+#include "quant_codec.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace tf_nmt {
+
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Status;
+using tensorflow::Tensor;
+using tensorflow::TensorShapeUtils;
+namespace errors = tensorflow::errors;
+
+namespace {
+
+Status ReadBits(const Tensor& t, int* bits) {
+  if (!TensorShapeUtils::IsScalar(t.shape())) {
+    return errors::InvalidArgument("bits must be a scalar, got shape ", t.shape().DebugString());
+  }
+  *bits = t.scalar<tensorflow::int32>()();
+  if (*bits < 1 || *bits > 8) return errors::InvalidArgument("bits must be in 1..8, got ", *bits);
+  return tensorflow::OkStatus();
+}
+
+Status ReadScale(const Tensor& t, float* scale) {
+  if (!TensorShapeUtils::IsScalar(t.shape())) {
+    return errors::InvalidArgument("scale must be a scalar, got shape ", t.shape().DebugString());
+  }
+  *scale = t.scalar<float>()();
+  if (!(*scale >= 0.0f && *scale <= FLT_MAX)) {
+    return errors::InvalidArgument("scale must be finite and >= 0, got ", *scale);
+  }
+  return tensorflow::OkStatus();
+}
+
+template <typename T>
+float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
+  std::vector<float> part(NumBlocks(n), 0.0f);
+  ForEachBlock(ctx, part.size(), [&](int64_t b) {
+    const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
+    float m = 0.0f;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float a = std::fabs(static_cast<float>(x[i]));
+      m = a <= FLT_MAX && a > m ? a : m;  // skips NaN and Inf
+    }
+    part[b] = m;
+  });
+  float m = 0.0f;
+  for (float p : part) m = std::max(m, p);
+  return m;
+}
+
+template <class Codec, typename T>
+float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std::string& mode,
+               int iterations) {
+  if (mode == "unscaled") return 1.0f;
+  float scale = MaxAbs(ctx, x, n);
+  if (mode == "max" || scale == 0.0f) return scale;
+  const int levels = 1 << (bits - 1);
+  std::vector<double> num(NumBlocks(n)), den(NumBlocks(n));
+  for (int it = 0; it < iterations; ++it) {
+    ForEachBlock(ctx, num.size(), [&](int64_t b) {
+      const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
+      double sn = 0.0, sd = 0.0;
+      for (int64_t i = lo; i < hi; ++i) {
+        const float a = std::fabs(static_cast<float>(x[i]));
+        if (!(a <= FLT_MAX)) continue;
+        const float c = Codec::Centre(Codec::MagIndex(a / scale, levels), bits);
+        sn += static_cast<double>(c) * a;
+        sd += static_cast<double>(c) * c;
+      }
+      num[b] = sn;
+      den[b] = sd;
+    });
+    double sn = 0.0, sd = 0.0;
+    for (size_t b = 0; b < num.size(); ++b) {
+      sn += num[b];
+      sd += den[b];
+    }
+    if (!(sd > 0.0)) break;
+    const float next = static_cast<float>(std::min(sn / sd, static_cast<double>(FLT_MAX)));
+    if (!(next > 0.0f) || next == scale) break;
+    scale = next;
+  }
+  return scale;
+}
+
+template <class Codec, typename T>
+void Encode(OpKernelContext* ctx, const T* x, int64_t n, float scale, int bits,
+            unsigned char* codes) {
+  ForEachBlock(ctx, NumBlocks(n), [&](int64_t b) {
+    const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
+    for (int64_t i = lo; i < hi; ++i) codes[i] = EncodeOne<Codec>(static_cast<float>(x[i]), scale, bits);
+  });
+}
+
+template <class Codec, typename T>
+void QuantDequant(OpKernelContext* ctx, const T* x, int64_t n, float scale, int bits, T* y) {
+  ForEachBlock(ctx, NumBlocks(n), [&](int64_t b) {
+    const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
+    for (int64_t i = lo; i < hi; ++i) {
+      const unsigned char c = EncodeOne<Codec>(static_cast<float>(x[i]), scale, bits);
+      y[i] = static_cast<T>(DecodeOne<Codec>(c, scale, bits));
+    }
+  });
+}
+
+// Base for ops with attrs mode/iterations.
+class FitAttrs : public OpKernel {
+ public:
+  explicit FitAttrs(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("mode", &mode_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("iterations", &iterations_));
+  }
+
+ protected:
+  std::string mode_;
+  int iterations_ = 0;
+};
+
+// Fit: (x, bits) -> scale.
+template <class Codec, typename T>
+class FitOp : public FitAttrs {
+ public:
+  using FitAttrs::FitAttrs;
+  void Compute(OpKernelContext* ctx) override {
+    int bits = 0;
+    OP_REQUIRES_OK(ctx, ReadBits(ctx->input(1), &bits));
+    const Tensor& x = ctx->input(0);
+    Tensor* s = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &s));
+    s->scalar<float>()() =
+        FitScale<Codec, T>(ctx, x.flat<T>().data(), x.NumElements(), bits, mode_, iterations_);
+  }
+};
+
+// Encode: (x, scale, bits) -> codes.
+template <class Codec, typename T>
+class EncodeOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    float scale = 0.0f;
+    int bits = 0;
+    OP_REQUIRES_OK(ctx, ReadScale(ctx->input(1), &scale));
+    OP_REQUIRES_OK(ctx, ReadBits(ctx->input(2), &bits));
+    const Tensor& x = ctx->input(0);
+    Tensor* codes = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &codes));
+    Encode<Codec, T>(ctx, x.flat<T>().data(), x.NumElements(), scale, bits,
+                     codes->flat<tensorflow::uint8>().data());
+  }
+};
+
+// Decode: (codes, scale, bits) -> y.
+template <class Codec, typename T>
+class DecodeOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    float scale = 0.0f;
+    int bits = 0;
+    OP_REQUIRES_OK(ctx, ReadScale(ctx->input(1), &scale));
+    OP_REQUIRES_OK(ctx, ReadBits(ctx->input(2), &bits));
+    const Tensor& codes = ctx->input(0);
+    const unsigned char* c = codes.flat<tensorflow::uint8>().data();
+    const int64_t n = codes.NumElements();
+    Tensor* y_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, codes.shape(), &y_t));
+    T* y = y_t->flat<T>().data();
+    std::vector<char> bad(NumBlocks(n), 0);
+    ForEachBlock(ctx, NumBlocks(n), [&](int64_t b) {
+      const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
+      unsigned char high = 0;
+      for (int64_t i = lo; i < hi; ++i) {
+        high |= c[i] >> bits;
+        y[i] = static_cast<T>(DecodeOne<Codec>(c[i], scale, bits));
+      }
+      bad[b] = high != 0;
+    });
+    OP_REQUIRES(ctx, std::find(bad.begin(), bad.end(), 1) == bad.end(),
+                errors::InvalidArgument("codes must be < 2^bits = ", 1 << bits));
+  }
+};
+
+// Quantize: (x, bits) -> (codes, scale): fit + encode in one op.
+template <class Codec, typename T>
+class QuantizeOp : public FitAttrs {
+ public:
+  using FitAttrs::FitAttrs;
+  void Compute(OpKernelContext* ctx) override {
+    int bits = 0;
+    OP_REQUIRES_OK(ctx, ReadBits(ctx->input(1), &bits));
+    const Tensor& x = ctx->input(0);
+    const T* xp = x.flat<T>().data();
+    const float scale = FitScale<Codec, T>(ctx, xp, x.NumElements(), bits, mode_, iterations_);
+    Tensor* codes = nullptr;
+    Tensor* s = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &codes));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &s));
+    s->scalar<float>()() = scale;
+    Encode<Codec, T>(ctx, xp, x.NumElements(), scale, bits, codes->flat<tensorflow::uint8>().data());
+  }
+};
+
+// QuantizeDequantize: (x, bits) -> (decode(encode(x)), scale); straight-through in Python.
+template <class Codec, typename T>
+class QuantDequantOp : public FitAttrs {
+ public:
+  using FitAttrs::FitAttrs;
+  void Compute(OpKernelContext* ctx) override {
+    int bits = 0;
+    OP_REQUIRES_OK(ctx, ReadBits(ctx->input(1), &bits));
+    const Tensor& x = ctx->input(0);
+    const T* xp = x.flat<T>().data();
+    const float scale = FitScale<Codec, T>(ctx, xp, x.NumElements(), bits, mode_, iterations_);
+    Tensor* y = nullptr;
+    Tensor* s = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &s));
+    s->scalar<float>()() = scale;
+    QuantDequant<Codec, T>(ctx, xp, x.NumElements(), scale, bits, y->flat<T>().data());
+  }
+};
+
+}  // namespace
+
+#define TF_NMT_REGISTER_QUANT(PREFIX, CODEC, T)                                               \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name(PREFIX "QuantizeFit").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),       \
+      FitOp<CODEC, T>);                                                                       \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name(PREFIX "QuantizeEncode").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),    \
+      EncodeOp<CODEC, T>);                                                                    \
+  REGISTER_KERNEL_BUILDER(Name(PREFIX "QuantizeDecode")                                       \
+                              .Device(tensorflow::DEVICE_CPU)                                 \
+                              .TypeConstraint<T>("out_type"),                                 \
+                          DecodeOp<CODEC, T>);                                                \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name(PREFIX "Quantize").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),          \
+      QuantizeOp<CODEC, T>);                                                                  \
+  REGISTER_KERNEL_BUILDER(Name(PREFIX "QuantizeDequantize")                                   \
+                              .Device(tensorflow::DEVICE_CPU)                                 \
+                              .TypeConstraint<T>("T"),                                        \
+                          QuantDequantOp<CODEC, T>);
+
+#define TF_NMT_REGISTER_QUANT_TYPES(PREFIX, CODEC)         \
+  TF_NMT_REGISTER_QUANT(PREFIX, CODEC, float)              \
+  TF_NMT_REGISTER_QUANT(PREFIX, CODEC, Eigen::half)        \
+  TF_NMT_REGISTER_QUANT(PREFIX, CODEC, tensorflow::bfloat16)
+
+TF_NMT_REGISTER_QUANT_TYPES("Log", LogCodec)
+TF_NMT_REGISTER_QUANT_TYPES("Fixed", FixedCodec)
+#undef TF_NMT_REGISTER_QUANT_TYPES
+#undef TF_NMT_REGISTER_QUANT
+
+}  // namespace tf_nmt
