@@ -1,0 +1,1 @@
+"""Multi-process tests under a real horovodrun (marked parallel + slow)."""

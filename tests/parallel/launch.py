@@ -1,0 +1,54 @@
+"""Launching a worker script under a real ``horovodrun -np N`` and collecting its JSON files."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+from horovod_patches.mpi_env import launch_env
+
+REPO = Path(__file__).resolve().parents[2]
+WORKERS = Path(__file__).resolve().parent / "workers"
+
+
+def horovod_importable() -> bool:
+    """Horovod installed with its TensorFlow extension (checked in a child: importing it here
+    would pull TensorFlow and Horovod into the pytest process)."""
+    if importlib.util.find_spec("horovod") is None:
+        return False
+    code = "import horovod.tensorflow"
+    return subprocess.run([sys.executable, "-c", code], env=launch_env(),
+                          capture_output=True, timeout=120).returncode == 0
+
+
+def controllers() -> List[str]:
+    """``gloo`` and, when Horovod was built with it and mpirun exists, ``mpi``."""
+    code = "import horovod.tensorflow as h; print(int(h.gloo_built()), int(h.mpi_built()))"
+    out = subprocess.run([sys.executable, "-c", code], env=launch_env(), capture_output=True,
+                         text=True, timeout=120)
+    gloo, mpi = (out.stdout.split() + ["0", "0"])[:2] if out.returncode == 0 else ("0", "0")
+    found = [name for name, flag in (("gloo", gloo), ("mpi", mpi)) if flag == "1"]
+    return found
+
+
+def horovodrun(script: str, out_dir: Path, controller: str = "gloo", np: int = 2,
+               timeout: int = 300) -> Dict[int, dict]:
+    """Run ``workers/<script>`` on ``np`` local processes; return {rank: its JSON}."""
+    runner = Path(sys.executable).parent / "horovodrun"
+    cmd = [str(runner), "-np", str(np), "-H", f"localhost:{np}", f"--{controller}",
+           sys.executable, str(WORKERS / script), "--out", str(out_dir)]
+    env = launch_env()
+    env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = "1"
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"horovodrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                             f"{proc.stderr[-4000:]}")
+    results = {int(p.stem[4:]): json.loads(p.read_text()) for p in out_dir.glob("rank*.json")}
+    assert sorted(results) == list(range(np)), f"missing rank outputs: {sorted(results)}"
+    return results

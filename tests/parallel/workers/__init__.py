@@ -1,0 +1,1 @@
+"""Scripts that tests/parallel launches under horovodrun."""
