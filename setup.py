@@ -67,7 +67,7 @@ def _build_ops_library(target: str, tmp: str) -> None:
 
     cflags = tf.sysconfig.get_compile_flags()
     lflags = tf.sysconfig.get_link_flags()
-    base = ["-O3", "-fPIC", "-DNDEBUG", "-Icustom_ops/cc/kernels", "-Wno-sign-compare", "-Wno-deprecated-declarations"] + cflags
+    base = ["-O3", "-fPIC", "-DNDEBUG", "-Icustom_ops/cc/kernels", "-Wno-sign-compare", "-Wno-deprecated-declarations", "-Wno-interference-size"] + cflags
     nvcc = shutil.which("nvcc")
     want_cuda = bool(CUDA_SOURCES) and nvcc and tf.test.is_built_with_cuda() and os.environ.get("TF_NMT_CUDA", "1") != "0"
     if want_cuda:

@@ -6,7 +6,8 @@
 //   fixed: (k + 1) / L      (uniform, no zero level); nearest, ties go down
 // with t = |v| / S. Both are computed with exact float steps (frexp, power-of-two scaling) so a
 // NumPy reference reproduces them bit for bit. 0 and NaN map to the smallest magnitude (NaN with
-// sign 0); +-Inf map to the largest.
+// sign 0); +-Inf map to the largest. Subnormal inputs, ratios and centres are flushed to zero
+// explicitly, so results do not depend on the thread's FTZ/DAZ mode (TF sets it on CPU).
 #ifndef TF_NMT_QUANT_CODEC_H_
 #define TF_NMT_QUANT_CODEC_H_
 
@@ -22,6 +23,15 @@
 
 namespace tf_nmt {
 
+// x if it is a normal float >= FLT_MIN (or +Inf), else 0 (also for NaN).
+TF_NMT_HD inline float FlushTiny(float x) { return x >= FLT_MIN ? x : 0.0f; }
+
+// |v| / scale with tiny values flushed; 0 when the scale is 0.
+TF_NMT_HD inline float Ratio(float magnitude, float scale) {
+  const float s = FlushTiny(scale);
+  return s > 0.0f ? FlushTiny(FlushTiny(magnitude) / s) : 0.0f;
+}
+
 struct LogCodec {
   static TF_NMT_HD inline int MagIndex(float t, int levels) {
     if (!(t > 0.0f)) return levels - 1;  // zero or NaN
@@ -33,9 +43,9 @@ struct LogCodec {
     return k < 0 ? 0 : (k > levels - 1 ? levels - 1 : k);
   }
   // Centre relative to S.
-  static TF_NMT_HD inline float Centre(int k, int /*bits*/) { return ldexpf(1.0f, -k); }
+  static TF_NMT_HD inline float Centre(int k, int /*bits*/) { return FlushTiny(ldexpf(1.0f, -k)); }
   static TF_NMT_HD inline float Decode(float scale, int k, int /*bits*/) {
-    return ldexpf(scale, -k);
+    return FlushTiny(ldexpf(scale, -k));
   }
 };
 
@@ -47,19 +57,18 @@ struct FixedCodec {
     return j < 1 ? 0 : (j > levels ? levels - 1 : j - 1);
   }
   static TF_NMT_HD inline float Centre(int k, int bits) {
-    return ldexpf(static_cast<float>(k + 1), -(bits - 1));
+    return FlushTiny(ldexpf(static_cast<float>(k + 1), -(bits - 1)));
   }
   static TF_NMT_HD inline float Decode(float scale, int k, int bits) {
-    return ldexpf(scale * static_cast<float>(k + 1), -(bits - 1));
+    return FlushTiny(ldexpf(scale * static_cast<float>(k + 1), -(bits - 1)));
   }
 };
 
 template <class Codec>
 TF_NMT_HD inline unsigned char EncodeOne(float v, float scale, int bits) {
   const int levels = 1 << (bits - 1);
-  const float t = scale > 0.0f ? fabsf(v) / scale : 0.0f;
-  const int k = Codec::MagIndex(t, levels);
-  const int sign = v < 0.0f ? 1 : 0;
+  const int k = Codec::MagIndex(Ratio(fabsf(v), scale), levels);
+  const int sign = v <= -FLT_MIN ? 1 : 0;
   return static_cast<unsigned char>((sign << (bits - 1)) | k);
 }
 

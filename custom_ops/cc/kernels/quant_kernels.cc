@@ -54,7 +54,7 @@ float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
     const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
     float m = 0.0f;
     for (int64_t i = lo; i < hi; ++i) {
-      const float a = std::fabs(static_cast<float>(x[i]));
+      const float a = FlushTiny(std::fabs(static_cast<float>(x[i])));
       m = a <= FLT_MAX && a > m ? a : m;  // skips NaN and Inf
     }
     part[b] = m;
@@ -77,9 +77,9 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
       const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
       double sn = 0.0, sd = 0.0;
       for (int64_t i = lo; i < hi; ++i) {
-        const float a = std::fabs(static_cast<float>(x[i]));
+        const float a = FlushTiny(std::fabs(static_cast<float>(x[i])));
         if (!(a <= FLT_MAX)) continue;
-        const float c = Codec::Centre(Codec::MagIndex(a / scale, levels), bits);
+        const float c = Codec::Centre(Codec::MagIndex(Ratio(a, scale), levels), bits);
         sn += static_cast<double>(c) * a;
         sd += static_cast<double>(c) * c;
       }
@@ -93,7 +93,7 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
     }
     if (!(sd > 0.0)) break;
     const float next = static_cast<float>(std::min(sn / sd, static_cast<double>(FLT_MAX)));
-    if (!(next > 0.0f) || next == scale) break;
+    if (!(next >= FLT_MIN) || next == scale) break;
     scale = next;
   }
   return scale;

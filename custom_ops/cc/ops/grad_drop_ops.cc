@@ -38,7 +38,7 @@ REGISTER_OP("GradDrop")
     .Output("threshold: float")
     .Attr("T: {float, half, bfloat16} = DT_FLOAT")
     .Attr("exact_below: int >= 0 = 65536")
-    .Attr("min_sample: int >= 1 = 1024")
+    .Attr("min_sample: int >= 1 = 16384")
     .SetShapeFn([](InferenceContext* c) { return GradDropShape(c, 1); })
     .Doc(R"doc(
 Error-feedback gradient dropping with a per-tensor threshold.
@@ -62,7 +62,7 @@ REGISTER_OP("GradDropGlobal")
     .Attr("N: int >= 1")
     .Attr("T: {float, half, bfloat16} = DT_FLOAT")
     .Attr("exact_below: int >= 0 = 65536")
-    .Attr("min_sample: int >= 1 = 1024")
+    .Attr("min_sample: int >= 1 = 16384")
     .SetShapeFn([](InferenceContext* c) {
       int n = 0;
       TF_RETURN_IF_ERROR(c->GetAttr("N", &n));
