@@ -41,8 +41,15 @@ def import_horovod_keras() -> Any:
     return _module
 
 
+def _optimizer_bases() -> tuple:
+    import tf_keras  # noqa: PLC0415
+
+    return tf_keras.optimizers.Optimizer, tf_keras.optimizers.legacy.Optimizer
+
+
 def distributed_optimizer(optimizer: Any, **kwargs: Any) -> Any:
-    """``hvd.DistributedOptimizer(optimizer, **kwargs)`` for a tf_keras optimizer.
+    """``hvd.DistributedOptimizer(optimizer, **kwargs)`` for a tf_keras optimizer (current or
+    ``tf_keras.optimizers.legacy``).
 
     Horovod rebuilds the optimizer from ``get_config()``; an unregistered learning-rate schedule
     would not deserialize, so the schedule's class is put in scope for the rebuild and the
@@ -51,15 +58,20 @@ def distributed_optimizer(optimizer: Any, **kwargs: Any) -> Any:
     import tf_keras  # noqa: PLC0415
 
     hvd_keras = import_horovod_keras()
-    if not isinstance(optimizer, tf_keras.optimizers.Optimizer):
+    current, legacy = _optimizer_bases()
+    if not isinstance(optimizer, (current, legacy)):
         raise TypeError(f"expected a tf_keras optimizer, got {type(optimizer).__module__}."
-                        f"{type(optimizer).__name__} (Keras 3 optimizers are not averaged by "
-                        "Horovod 0.28.1)")
-    schedule = getattr(optimizer, "_learning_rate", None)
+                        f"{type(optimizer).__name__} (Horovod 0.28.1 does not average gradients "
+                        "of Keras 3 optimizers)")
+    is_legacy = isinstance(optimizer, legacy)
+    schedule = (optimizer._hyper.get("learning_rate") if is_legacy
+                else getattr(optimizer, "_learning_rate", None))
     is_schedule = isinstance(schedule, tf_keras.optimizers.schedules.LearningRateSchedule)
     scope = {type(schedule).__name__: type(schedule)} if is_schedule else {}
     with tf_keras.utils.custom_object_scope(scope):
         wrapped = hvd_keras.DistributedOptimizer(optimizer, **kwargs)
-    if is_schedule:
+    if is_schedule and is_legacy:
+        wrapped._set_hyper("learning_rate", schedule)
+    elif is_schedule:
         wrapped._learning_rate = schedule
     return wrapped

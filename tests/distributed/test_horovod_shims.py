@@ -38,6 +38,9 @@ CHILD = textwrap.dedent("""
     wrapped = distributed_optimizer(keras.optimizers.Adam(schedule), sparse_as_dense=True)
     assert wrapped._learning_rate is schedule
     assert isinstance(wrapped, tf_keras.optimizers.Adam)
+    legacy = distributed_optimizer(keras.optimizers.legacy.Adam(schedule))
+    assert legacy._get_hyper("learning_rate") is schedule
+    assert isinstance(legacy, tf_keras.optimizers.legacy.Adam)
 
     # size 1: no wrapping; accumulation over 2 passes goes through Horovod's helper
     plain = keras.optimizers.SGD(0.1)

@@ -36,7 +36,7 @@ def test_launch_used_requested_controller(run):
         assert res[controller] is True
 
 
-@pytest.mark.parametrize("phase", ["dense", "sparse", "tape"])
+@pytest.mark.parametrize("phase", ["dense", "sparse", "legacy_dense", "legacy_sparse", "tape"])
 def test_two_ranks_equal_single_process_on_union_batches(run, phase):
     """Averaged gradients (dense allreduce, sparse allgather, gradient tape) give exactly the
     parameters one process gets on the union of the ranks' batches."""
@@ -59,7 +59,7 @@ def test_embedding_gradients_are_indexed_slices(run):
 
 def test_wrapped_optimizer_is_keras2(run):
     _, results = run
-    for phase in ("dense", "sparse"):
+    for phase in ("dense", "sparse", "legacy_dense", "legacy_sparse"):
         info = results[0][phase]
         assert info["wrapped"] and info["is_tf_keras"], info["optimizer_class"]
 

@@ -2,8 +2,8 @@
 
 Phases (one launch, to pay TensorFlow's start-up once):
 * equivalence — same init on every rank, rank-specific batches, model.fit with the wrapped SGD
-  optimizer, for sparse_as_dense True and False; rank 0 also trains a plain single-process copy
-  on the union batches (the reference).
+  (tf_keras current and legacy optimizers), sparse_as_dense True and False; rank 0 also trains
+  a plain single-process copy on the union batches (the reference).
 * tape — the same equivalence with a custom loop and ``distributed_tape``.
 * sync — different init seeds per rank, model.fit + ``distributed_callbacks``: the broadcast must
   leave identical parameters, and the metric averaging identical epoch logs.
@@ -65,15 +65,17 @@ def fit(model, opt, x, y, batch, callbacks=()):
     return {k: [float(v) for v in vals] for k, vals in hist.history.items()}
 
 
-def equivalence(ctx, sparse_as_dense: bool) -> dict:
+def equivalence(ctx, sparse_as_dense: bool, legacy: bool = False) -> dict:
     x, y = global_batches(ctx.size)
+    sgd = keras.optimizers.legacy.SGD if legacy else keras.optimizers.SGD
     model = make_model(seed=7)
     distributed.broadcast_variables(model.variables, ctx)  # identical start on every rank
     initial = model.get_weights()
-    opt = distributed.wrap_optimizer(keras.optimizers.SGD(LR), ctx, sparse_as_dense=sparse_as_dense)
+    opt = distributed.wrap_optimizer(sgd(LR), ctx, sparse_as_dense=sparse_as_dense)
     fit(model, opt, rank_slice(x, ctx.rank), rank_slice(y, ctx.rank), PER_RANK_BATCH)
     out = {"params": weights(model), "optimizer_class": type(opt).__name__,
-           "is_tf_keras": isinstance(opt, keras.optimizers.Optimizer),
+           "is_tf_keras": isinstance(opt, (keras.optimizers.Optimizer,
+                                           keras.optimizers.legacy.Optimizer)),
            "wrapped": hasattr(opt, "_allreduce_grads")}
     if ctx.is_chief:
         ref = make_model(seed=7)
@@ -134,6 +136,8 @@ def main() -> None:
               "gloo": bool(ctx.hvd.gloo_enabled()), "mpi": bool(ctx.hvd.mpi_enabled())}
     phases = {"dense": lambda: equivalence(ctx, sparse_as_dense=True),
               "sparse": lambda: equivalence(ctx, sparse_as_dense=False),
+              "legacy_dense": lambda: equivalence(ctx, sparse_as_dense=True, legacy=True),
+              "legacy_sparse": lambda: equivalence(ctx, sparse_as_dense=False, legacy=True),
               "tape": lambda: tape_equivalence(ctx), "sync": lambda: sync(ctx)}
     for name, phase in phases.items():
         log(ctx, f"phase {name}")
