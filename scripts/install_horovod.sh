@@ -37,6 +37,11 @@ if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicxx >/dev/null 2>&1; t
   fi
 fi
 
+check_build() {  # `horovodrun --check-build` of *this* Python's Horovod
+  "$PY" -c 'import sys; from horovod.runner.launch import run_commandline; sys.argv = ["horovodrun", "--check-build"]; run_commandline()' \
+    2>&1 | grep -v -e '^I0000' -e 'absl::InitializeLog' || true
+}
+
 # --- 2. Skip when the wanted build is already installed -----------------------------------------
 check_installed() {
   "$PY" - "$HVD_VERSION" "$want_mpi" <<'EOF'
@@ -50,7 +55,7 @@ EOF
 }
 if [ "${FORCE:-0}" != "1" ] && check_installed >/dev/null 2>&1; then
   log "horovod $HVD_VERSION already installed for $PY; nothing to do"
-  "$(dirname "$PY")/horovodrun" --check-build
+  check_build
   exit 0
 fi
 
@@ -75,4 +80,6 @@ log "build+install took $(( $(date +%s) - start )) s"
 
 # --- 5. Verify ----------------------------------------------------------------------------------
 check_installed || { log "ERROR: horovod installed but the import/controller check failed"; exit 1; }
-"$(dirname "$PY")/horovodrun" --check-build
+check_build
+log "done; launch with: horovodrun -np N -H localhost:N [--gloo|--mpi] $PY ... (as root, --mpi"
+log "needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; see horovod_patches/mpi_env.py)"

@@ -52,6 +52,18 @@ def test_two_ranks_equal_single_process_on_union_batches(run, phase):
                                    err_msg=f"{phase}: rank {rank} != single-process reference")
 
 
+def test_gradient_accumulation_averages_over_passes_and_ranks(run):
+    """backward_passes_per_step=2: one update per 2 local batches, with the mean gradient of all
+    4 batches, equals a single process stepping on their union; ``iterations`` counts passes."""
+    _, results = run
+    reference = flat(results[0]["accumulate"]["reference"])
+    assert np.abs(reference - flat(results[0]["accumulate"]["initial"])).max() > 1e-2
+    for rank in (0, 1):
+        np.testing.assert_allclose(flat(results[rank]["accumulate"]["params"]), reference,
+                                   atol=TOL, rtol=0, err_msg=f"rank {rank}")
+        assert results[rank]["accumulate"]["iterations"] == 4
+
+
 def test_embedding_gradients_are_indexed_slices(run):
     _, results = run
     assert "IndexedSlices" in results[0]["tape"]["local_grad_types"]

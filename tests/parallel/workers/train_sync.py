@@ -4,6 +4,7 @@ Phases (one launch, to pay TensorFlow's start-up once):
 * equivalence — same init on every rank, rank-specific batches, model.fit with the wrapped SGD
   (tf_keras current and legacy optimizers), sparse_as_dense True and False; rank 0 also trains
   a plain single-process copy on the union batches (the reference).
+* accumulate — the same with backward_passes_per_step=2 (legacy SGD, as the trainer uses).
 * tape — the same equivalence with a custom loop and ``distributed_tape``.
 * sync — different init seeds per rank, model.fit + ``distributed_callbacks``: the broadcast must
   leave identical parameters, and the metric averaging identical epoch logs.
@@ -65,24 +66,27 @@ def fit(model, opt, x, y, batch, callbacks=()):
     return {k: [float(v) for v in vals] for k, vals in hist.history.items()}
 
 
-def equivalence(ctx, sparse_as_dense: bool, legacy: bool = False) -> dict:
+def equivalence(ctx, sparse_as_dense: bool, legacy: bool = False, passes: int = 1) -> dict:
+    """``passes`` > 1: gradient accumulation; the reference then steps on ``passes`` global
+    batches at once."""
     x, y = global_batches(ctx.size)
     sgd = keras.optimizers.legacy.SGD if legacy else keras.optimizers.SGD
     model = make_model(seed=7)
     distributed.broadcast_variables(model.variables, ctx)  # identical start on every rank
     initial = model.get_weights()
-    opt = distributed.wrap_optimizer(sgd(LR), ctx, sparse_as_dense=sparse_as_dense)
+    opt = distributed.wrap_optimizer(sgd(LR), ctx, sparse_as_dense=sparse_as_dense,
+                                     backward_passes_per_step=passes)
     fit(model, opt, rank_slice(x, ctx.rank), rank_slice(y, ctx.rank), PER_RANK_BATCH)
     out = {"params": weights(model), "optimizer_class": type(opt).__name__,
            "is_tf_keras": isinstance(opt, (keras.optimizers.Optimizer,
                                            keras.optimizers.legacy.Optimizer)),
-           "wrapped": hasattr(opt, "_allreduce_grads")}
+           "wrapped": hasattr(opt, "_allreduce_grads"), "iterations": int(opt.iterations.numpy())}
     if ctx.is_chief:
         ref = make_model(seed=7)
         ref.set_weights(initial)
         union_x = tf.reshape(x, [-1, LENGTH])
         union_y = tf.reshape(y, [-1])
-        fit(ref, keras.optimizers.SGD(LR), union_x, union_y, ctx.size * PER_RANK_BATCH)
+        fit(ref, keras.optimizers.SGD(LR), union_x, union_y, passes * ctx.size * PER_RANK_BATCH)
         out["reference"] = weights(ref)
         out["initial"] = [w.ravel().tolist() for w in initial]
     return out
@@ -138,6 +142,7 @@ def main() -> None:
               "sparse": lambda: equivalence(ctx, sparse_as_dense=False),
               "legacy_dense": lambda: equivalence(ctx, sparse_as_dense=True, legacy=True),
               "legacy_sparse": lambda: equivalence(ctx, sparse_as_dense=False, legacy=True),
+              "accumulate": lambda: equivalence(ctx, sparse_as_dense=True, legacy=True, passes=2),
               "tape": lambda: tape_equivalence(ctx), "sync": lambda: sync(ctx)}
     for name, phase in phases.items():
         log(ctx, f"phase {name}")
