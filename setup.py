@@ -67,34 +67,49 @@ def _build_ops_library(target: str, tmp: str) -> None:
 
     cflags = tf.sysconfig.get_compile_flags()
     lflags = tf.sysconfig.get_link_flags()
-    base = ["-O3", "-fPIC", "-DNDEBUG", "-Icustom_ops/cc/kernels", "-Wno-sign-compare", "-Wno-deprecated-declarations", "-Wno-interference-size"] + cflags
+    base = ["-O3", "-fPIC", "-DNDEBUG", "-Icustom_ops/cc/kernels", "-Wno-sign-compare",
+            "-Wno-deprecated-declarations", "-Wno-interference-size"] + cflags
     nvcc = shutil.which("nvcc")
-    want_cuda = bool(CUDA_SOURCES) and nvcc and tf.test.is_built_with_cuda() and os.environ.get("TF_NMT_CUDA", "1") != "0"
+    want_cuda = (bool(CUDA_SOURCES) and nvcc and tf.test.is_built_with_cuda()
+                 and os.environ.get("TF_NMT_CUDA", "1") != "0")
     if want_cuda:
         try:
-            _compile_and_link(target, tmp, base + ["-DGOOGLE_CUDA=1"], lflags, nvcc)
+            _compile_and_link(target, tmp, base, lflags, nvcc)
+            _check_loads(target)
             return
-        except subprocess.CalledProcessError as err:
+        except (subprocess.CalledProcessError, OSError) as err:
             print(f"warning: CUDA build failed ({err}); building the CPU-only library", file=sys.stderr)
     _compile_and_link(target, tmp, base, lflags, None)
 
 
-def _compile_and_link(target: str, tmp: str, flags: list, lflags: list, nvcc) -> None:
-    def obj(src: str) -> str:
-        return os.path.join(tmp, os.path.basename(src) + (".cuda.o" if nvcc else ".o"))
+def _check_loads(target: str) -> None:
+    """Load the freshly linked library in a child process (raises CalledProcessError if it fails)."""
+    code = f"import tensorflow as tf; tf.load_op_library({os.path.abspath(target)!r})"
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
-    jobs = [["g++", *flags, "-c", src, "-o", obj(src)] for src in CPU_SOURCES]
+
+def _compile_and_link(target: str, tmp: str, flags: list, lflags: list, nvcc) -> None:
+    """g++ for *.cc (plus nvcc for *.cu.cc and -DGOOGLE_CUDA=1 when ``nvcc`` is given), then link."""
+    suffix = ".cuda.o" if nvcc else ".o"
     link_extra = []
+    sources = list(CPU_SOURCES)
     if nvcc:
         cuda_home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
-        for src in CUDA_SOURCES:
-            jobs.append([nvcc, "-std=c++17", "-O3", "-x", "cu", "-DGOOGLE_CUDA=1",
-                         "--expt-relaxed-constexpr", "-Xcompiler", "-fPIC", "-Icustom_ops/cc/kernels",
-                         *[f for f in flags if f.startswith(("-I", "-D"))], "-c", src, "-o", obj(src)])
-        link_extra = [f"-L{cuda_home}/lib64", "-lcudart"]
+        flags = flags + ["-DGOOGLE_CUDA=1", f"-I{cuda_home}/include"]
+        link_extra = [f"-L{cuda_home}/lib64", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
+        sources += CUDA_SOURCES
+    jobs = []
+    for src in sources:
+        obj = os.path.join(tmp, os.path.basename(src) + suffix)
+        if src.endswith(".cu.cc"):
+            jobs.append([nvcc, "-std=c++17", "-O3", "-x", "cu", "--expt-relaxed-constexpr",
+                         "-Xcompiler", "-fPIC", *[f for f in flags if f.startswith(("-I", "-D"))],
+                         "-c", src, "-o", obj])
+        else:
+            jobs.append(["g++", *flags, "-c", src, "-o", obj])
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(_run, jobs))
-    objects = [obj(s) for s in CPU_SOURCES + (CUDA_SOURCES if nvcc else [])]
+    objects = [job[-1] for job in jobs]
     _run(["g++", "-shared", "-o", target, *objects, *lflags, *link_extra])
 
 

@@ -43,7 +43,7 @@ def timed(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def _block(outputs) -> None:
+def _block(outputs) -> None:  # eager CPU ops are synchronous; this just touches scalars
     for t in tf.nest.flatten(outputs):
         if hasattr(t, "numpy"):
             t.numpy() if t.shape.rank == 0 else None

@@ -75,8 +75,9 @@ def mag_index(kind: str, x: np.ndarray, scale: float, bits: int) -> np.ndarray:
     levels = 1 << (bits - 1)
     a = flush(np.abs(x.astype(np.float32)))
     s = flush(np.float32(scale))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        t = flush(a / s) if s > 0 else np.zeros_like(a)
+    inv = np.float32(1.0) / s if s > 0 else np.float32(0.0)  # t = |v| * (1 / S), as the kernels
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = flush((a * inv).astype(np.float32))
     return (_log_index if kind == "log" else _fixed_index)(t, levels)
 
 
@@ -94,7 +95,8 @@ def decode(kind: str, codes: np.ndarray, scale: float, bits: int) -> np.ndarray:
     if kind == "log":
         mag = np.ldexp(np.float32(scale), -k).astype(np.float32)
     else:
-        mag = np.ldexp((np.float32(scale) * (k + 1).astype(np.float32)).astype(np.float32), -(bits - 1))
+        step = flush(flush(np.float32(scale)) * np.float32(2.0 ** -(bits - 1)))
+        mag = step * (k + 1).astype(np.float32)
     mag = flush(mag.astype(np.float32))
     return np.where((codes >> (bits - 1)) & 1, -mag, mag).astype(np.float32)
 

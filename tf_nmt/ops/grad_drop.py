@@ -7,7 +7,7 @@ gradient's shape and holds everything that was not sent. Decoding on the receive
 ``tf.scatter_nd(indices[:, None], values, [size])``.
 
 Rules: the threshold t is chosen so that ~``drop_ratio`` of the non-NaN ``|g + r|`` fall below
-it (exact selection when the tensor has <= ``exact_below`` entries, else a seeded sample of
+it (exact selection when the tensor has <= ``exact_below`` entries, else a seeded stratified sample of
 ``max(ceil(sample_fraction * size), 16384)`` entries). An entry is kept iff ``|g + r| >= t`` (ties
 are kept). ``drop_ratio = 0`` keeps everything. NaN is never kept (it stays in the residual);
 +-Inf is always kept. Mass is conserved bit-exactly: ``scatter(values) + new_residual == g + r``

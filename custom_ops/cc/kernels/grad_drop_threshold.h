@@ -3,7 +3,7 @@
 // The candidates are |g + r| over one or more (gradient, residual) pairs, viewed as a single
 // concatenated vector. The threshold is the value below which ~drop_ratio of the non-NaN
 // candidates fall: exact (nth_element over all candidates) for small inputs, otherwise estimated
-// from a seeded sample drawn with replacement. Entries with |g + r| >= threshold are kept.
+// from a seeded stratified sample. Entries with |g + r| >= threshold are kept.
 #ifndef TF_NMT_GRAD_DROP_THRESHOLD_H_
 #define TF_NMT_GRAD_DROP_THRESHOLD_H_
 
@@ -79,14 +79,16 @@ float SelectThreshold(tensorflow::OpKernelContext* ctx, const std::vector<GradSp
     }
     return Quantile(&mags, opt.drop_ratio);
   }
-  // Sampled estimate: draw indices, sort them for memory locality, gather in parallel.
+  // Sampled estimate, stratified: one seeded random index in each of `samples` equal strata
+  // (lower variance than independent draws, and the indices come out sorted for locality).
   std::vector<int64_t> picks(samples);
   const uint64_t base = SplitMix64(static_cast<uint64_t>(opt.seed));
   for (int64_t j = 0; j < samples; ++j) {
+    const int64_t lo = static_cast<int64_t>((static_cast<unsigned __int128>(j) * total) / samples);
+    const int64_t hi = static_cast<int64_t>((static_cast<unsigned __int128>(j + 1) * total) / samples);
     const uint64_t h = SplitMix64(base + static_cast<uint64_t>(j));
-    picks[j] = static_cast<int64_t>((static_cast<unsigned __int128>(h) * total) >> 64);
+    picks[j] = lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64);
   }
-  std::sort(picks.begin(), picks.end());
   mags.resize(samples);
   ForEachBlock(ctx, NumBlocks(samples), [&](int64_t b) {
     const int64_t lo = b * kBlockSize, hi = std::min(samples, lo + kBlockSize);

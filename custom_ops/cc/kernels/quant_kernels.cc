@@ -64,27 +64,60 @@ float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
   return m;
 }
 
+// Sums of c * |v| and c^2 over finite x[lo, hi) for the centres c chosen under 1 / inv_scale.
+// Chunks of simple array loops (they vectorise); eight explicit float lanes in a fixed order,
+// folded into doubles per chunk, so the result does not depend on the compiler or threads.
+template <class Codec, typename T>
+void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, double* num,
+             double* den) {
+  constexpr int kChunk = 512;
+  constexpr int kLanes = 8;
+  const int levels = 1 << (bits - 1);
+  double dn = 0.0, dd = 0.0;
+  float a[kChunk], c[kChunk];
+  for (int64_t start = lo; start < hi; start += kChunk) {
+    const int m = static_cast<int>(std::min<int64_t>(hi - start, kChunk));
+    for (int j = 0; j < m; ++j) {
+      const float raw = FlushTiny(std::fabs(static_cast<float>(x[start + j])));
+      a[j] = raw <= FLT_MAX ? raw : -1.0f;  // -1 marks a non-finite value (left out)
+    }
+    for (int j = 0; j < m; ++j) {
+      const float cj = Codec::Centre(Codec::MagIndex(Ratio(a[j], inv_scale), levels), bits);
+      c[j] = a[j] >= 0.0f ? cj : 0.0f;
+    }
+    float an[kLanes] = {0}, ad[kLanes] = {0};
+    int j = 0;
+    for (; j + kLanes <= m; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        an[l] += c[j + l] * a[j + l];
+        ad[l] += c[j + l] * c[j + l];
+      }
+    }
+    for (int l = 0; j < m; ++j, ++l) {
+      an[l] += c[j] * a[j];
+      ad[l] += c[j] * c[j];
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      dn += an[l];
+      dd += ad[l];
+    }
+  }
+  *num = dn;
+  *den = dd;
+}
+
 template <class Codec, typename T>
 float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std::string& mode,
                int iterations) {
   if (mode == "unscaled") return 1.0f;
   float scale = MaxAbs(ctx, x, n);
   if (mode == "max" || scale == 0.0f) return scale;
-  const int levels = 1 << (bits - 1);
   std::vector<double> num(NumBlocks(n)), den(NumBlocks(n));
   for (int it = 0; it < iterations; ++it) {
+    const float inv = InvScale(scale);
     ForEachBlock(ctx, num.size(), [&](int64_t b) {
       const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
-      double sn = 0.0, sd = 0.0;
-      for (int64_t i = lo; i < hi; ++i) {
-        const float a = FlushTiny(std::fabs(static_cast<float>(x[i])));
-        if (!(a <= FLT_MAX)) continue;
-        const float c = Codec::Centre(Codec::MagIndex(Ratio(a, scale), levels), bits);
-        sn += static_cast<double>(c) * a;
-        sd += static_cast<double>(c) * c;
-      }
-      num[b] = sn;
-      den[b] = sd;
+      FitSums<Codec, T>(x, lo, hi, inv, bits, &num[b], &den[b]);
     });
     double sn = 0.0, sd = 0.0;
     for (size_t b = 0; b < num.size(); ++b) {
@@ -102,18 +135,20 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
 template <class Codec, typename T>
 void Encode(OpKernelContext* ctx, const T* x, int64_t n, float scale, int bits,
             unsigned char* codes) {
+  const float inv = InvScale(scale);
   ForEachBlock(ctx, NumBlocks(n), [&](int64_t b) {
     const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
-    for (int64_t i = lo; i < hi; ++i) codes[i] = EncodeOne<Codec>(static_cast<float>(x[i]), scale, bits);
+    for (int64_t i = lo; i < hi; ++i) codes[i] = EncodeOne<Codec>(static_cast<float>(x[i]), inv, bits);
   });
 }
 
 template <class Codec, typename T>
 void QuantDequant(OpKernelContext* ctx, const T* x, int64_t n, float scale, int bits, T* y) {
+  const float inv = InvScale(scale);
   ForEachBlock(ctx, NumBlocks(n), [&](int64_t b) {
     const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
     for (int64_t i = lo; i < hi; ++i) {
-      const unsigned char c = EncodeOne<Codec>(static_cast<float>(x[i]), scale, bits);
+      const unsigned char c = EncodeOne<Codec>(static_cast<float>(x[i]), inv, bits);
       y[i] = static_cast<T>(DecodeOne<Codec>(c, scale, bits));
     }
   });

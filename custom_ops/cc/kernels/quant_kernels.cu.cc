@@ -17,11 +17,11 @@ inline int Blocks(int64_t n) {
 }
 
 template <class Codec>
-__global__ void EncodeKernel(const float* x, int64_t n, float scale, int bits,
+__global__ void EncodeKernel(const float* x, int64_t n, float inv_scale, int bits,
                              unsigned char* codes) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    codes[i] = EncodeOne<Codec>(x[i], scale, bits);
+    codes[i] = EncodeOne<Codec>(x[i], inv_scale, bits);
   }
 }
 
@@ -40,7 +40,7 @@ __global__ void DecodeKernel(const unsigned char* codes, int64_t n, float scale,
 template <class Codec>
 void LaunchEncode(cudaStream_t stream, const float* x, int64_t n, float scale, int bits,
                   unsigned char* codes) {
-  if (n > 0) EncodeKernel<Codec><<<Blocks(n), kThreads, 0, stream>>>(x, n, scale, bits, codes);
+  if (n > 0) EncodeKernel<Codec><<<Blocks(n), kThreads, 0, stream>>>(x, n, InvScale(scale), bits, codes);
 }
 
 template <class Codec>

@@ -44,7 +44,7 @@ REGISTER_OP("GradDrop")
 Error-feedback gradient dropping with a per-tensor threshold.
 
 sum = gradient + residual. Keeps entries with |sum| >= threshold, where ~drop_ratio of the
-non-NaN |sum| fall below threshold (exact when size <= exact_below, else estimated from a seeded
+non-NaN |sum| fall below threshold (exact when size <= exact_below, else estimated from a seeded stratified
 sample of max(ceil(sample_fraction * size), min_sample) entries). indices are flat int64 indices
 in increasing order, values the kept sums, new_residual is sum with kept entries set to 0.
 )doc");
