@@ -59,6 +59,9 @@ class TrainConfig:
     scale_lr_with_workers: bool = True
     sparse_as_dense: bool = True
     backward_passes_per_step: int = 1
+    # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
+    # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
+    mixed_precision: bool = False
 
 
 @dataclass
@@ -193,7 +196,8 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     "quickstart": {
         "model": {"kind": "transformer", "num_layers": 3, "d_model": 256, "num_heads": 4,
                   "ff_dim": 1024, "dropout": 0.1},
-        "train": {"peak_lr": 1e-3, "warmup_steps": 400, "steps_per_cycle": 250},
+        "train": {"peak_lr": 1e-3, "warmup_steps": 400, "steps_per_cycle": 250,
+                  "mixed_precision": True},
     },
     "gnmt-small": {
         "model": {"kind": "gnmt", "num_layers": 2, "units": 256, "attention": "luong",

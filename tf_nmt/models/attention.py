@@ -63,8 +63,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 training) -> tf.Tensor:
         scores = tf.matmul(q * (self.depth ** -0.5), k, transpose_b=True)
         if bias is not None:
-            scores += bias
-        weights = tf.nn.softmax(scores)
+            scores += tf.cast(bias, scores.dtype)
+        # Softmax in float32 also under a mixed (bfloat16) policy; a no-op cast in float32.
+        weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32)), v.dtype)
         if self.dropout is not None:
             weights = self.dropout(weights, training=training)
         return self.out(self._merge(tf.matmul(weights, v)))

@@ -37,9 +37,12 @@ class SharedEmbedding(keras.layers.Layer):
     def project(self, h: tf.Tensor) -> tf.Tensor:
         """[..., dim] -> logits [..., vocab_size] (a 2-D matmul: cheaper than a broadcast one)."""
         flat = tf.reshape(h, [-1, self.dim])
-        logits = tf.matmul(flat, self.embeddings, transpose_b=True)
+        # Under a mixed policy h is bfloat16 while the variables stay float32: compute in h's
+        # dtype, return float32 logits (softmax/loss in full precision).
+        logits = tf.matmul(flat, tf.cast(self.embeddings, h.dtype), transpose_b=True)
         if self.bias is not None:
-            logits = tf.nn.bias_add(logits, self.bias)
+            logits = tf.nn.bias_add(logits, tf.cast(self.bias, h.dtype))
+        logits = tf.cast(logits, tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(h)[:-1], [self.vocab_size]], 0))
 
 

@@ -49,7 +49,8 @@ class Transformer(Seq2SeqModel):
         self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
 
     def _embed(self, ids: tf.Tensor, positions: tf.Tensor, training) -> tf.Tensor:
-        x = self.embedding(ids) + sinusoidal_positions(positions, self.d_model)
+        x = self.embedding(ids)
+        x = x + tf.cast(sinusoidal_positions(positions, self.d_model), x.dtype)
         return self.dropout(x, training=training) if self.dropout is not None else x
 
     def encode(self, source: tf.Tensor, training: bool = False) -> State:

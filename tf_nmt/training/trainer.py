@@ -45,9 +45,7 @@ class TrainResult:
 def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     """Build the configured model, call it once so variables exist, and compile it."""
     ctx = ctx or distributed.init(enabled=False)
-    model = build_model(cfg.model.kind, vocab_size, **cfg.model.hparams)
-    dummy = {"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)}
-    model(dummy, training=False)
+    model = build_model_for_training(cfg, vocab_size)
     t = cfg.train
     peak_lr = distributed.scale_lr(t.peak_lr, ctx.size) if t.scale_lr_with_workers else t.peak_lr
     warmup = distributed.scale_warmup(t.warmup_steps, ctx.size) if t.scale_lr_with_workers else t.warmup_steps
@@ -57,6 +55,25 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
                                            backward_passes_per_step=t.backward_passes_per_step)
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
                   metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
+    return model
+
+
+def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
+    """The configured model with its variables created, under the configured dtype policy.
+
+    The policy is set only while the layers are constructed (layers keep the policy they were
+    built with), so evaluation and export elsewhere in the process stay in float32.
+    """
+    if cfg.train.mixed_precision and cfg.model.kind != "transformer":
+        raise ValueError("train.mixed_precision is supported for the transformer only")
+    policy = "mixed_bfloat16" if cfg.train.mixed_precision else "float32"
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = build_model(cfg.model.kind, vocab_size, **cfg.model.hparams)
+        model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
     return model
 
 
@@ -90,7 +107,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
           log: Callable[[str], None] = print) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps."""
     start = time.perf_counter()
-    ctx = distributed.init()
+    # Gradient accumulation is implemented by Horovod's optimizer, so it needs Horovod even
+    # for one process (launch with horovodrun -np 1, or it is initialised here).
+    ctx = distributed.init(enabled=True if cfg.train.backward_passes_per_step > 1 else None)
     chief_log = log if ctx.is_chief else (lambda _msg: None)
     run = RunDir(Path(run_dir))
     keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
@@ -115,12 +134,15 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     data_dir = Path(cfg.data.data_dir)
     train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
     dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
+    distributed.check_shards(len(train_corpus), ctx, what="training pairs")
+    distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
     train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                             shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
                             num_shards=ctx.size, shard_index=ctx.rank)
     # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
     # resumed run see exactly the data an uninterrupted run would have seen next.
-    train_ds = train_ds.skip(resumed_from * cfg.train.backward_passes_per_step)
+    # (Horovod's optimizer.iterations counts backward passes, also with gradient accumulation.)
+    train_ds = train_ds.skip(resumed_from)
     dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                           shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank)
     chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
@@ -166,7 +188,7 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None):
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
     cfg = load_config(run.config_path)
     tokenizer = SubwordTokenizer.load(run.vocab_path)
-    model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)
+    model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)  # float32
     model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
     prefix = checkpoint or tf.train.latest_checkpoint(str(run.checkpoints))
     if prefix is None:
