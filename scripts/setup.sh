@@ -14,4 +14,4 @@ VPY="$PWD/.venv/bin/python"
 bash scripts/install_horovod.sh "$VPY"
 # --no-build-isolation: the custom ops compile against the TensorFlow installed above.
 "$VPY" -m pip install -q --no-build-isolation --no-deps -e .
-"$VPY" -c "import tf_nmt.ops.loader as l; l.load_library(); print('tf-nmt installed; custom ops loaded')"
+"$VPY" -c "import tf_nmt.ops.loader as l; l.load_ops(); print('tf-nmt installed; custom ops loaded')"
