@@ -102,7 +102,7 @@ class GradDropOp : public OpKernel {
       T* res = residual[t];
       const int64_t lo = b * kBlockSize, hi = std::min(spans[t].size, lo + kBlockSize);
       int64_t o = starts[k];
-      for (int64_t i = lo; i < hi; ++i) {
+      auto emit = [&](int64_t i) {
         const T v = res[i];
         if (std::fabs(static_cast<float>(v)) >= threshold) {
           indices[t][o] = i;
@@ -110,7 +110,18 @@ class GradDropOp : public OpKernel {
           res[i] = zero;
           ++o;
         }
+      };
+      // Most groups of 16 hold no kept entry: test them branch-free first (vectorises).
+      constexpr int kGroup = 16;
+      int64_t i = lo;
+      for (; i + kGroup <= hi; i += kGroup) {
+        int any = 0;
+        for (int j = 0; j < kGroup; ++j) any |= std::fabs(static_cast<float>(res[i + j])) >= threshold;
+        if (any) {
+          for (int j = 0; j < kGroup; ++j) emit(i + j);
+        }
       }
+      for (; i < hi; ++i) emit(i);
     });
 
     Tensor* thr = nullptr;

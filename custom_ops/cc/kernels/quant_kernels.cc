@@ -64,9 +64,10 @@ float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
   return m;
 }
 
-// Sums of c * |v| and c^2 over finite x[lo, hi) for the centres c chosen under 1 / inv_scale.
+// Sums of c * t (t = |v| / S) and c^2 over finite x[lo, hi), c the centres chosen under S.
 // Chunks of simple array loops (they vectorise); eight explicit float lanes in a fixed order,
 // folded into doubles per chunk, so the result does not depend on the compiler or threads.
+// Summing t rather than |v| keeps the float lanes far from overflow.
 template <class Codec, typename T>
 void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, double* num,
              double* den) {
@@ -82,8 +83,10 @@ void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, doub
       a[j] = raw <= FLT_MAX ? raw : -1.0f;  // -1 marks a non-finite value (left out)
     }
     for (int j = 0; j < m; ++j) {
-      const float cj = Codec::Centre(Codec::MagIndex(Ratio(a[j], inv_scale), levels), bits);
+      const float t = Ratio(a[j], inv_scale);
+      const float cj = Codec::Centre(Codec::MagIndex(t, levels), bits);
       c[j] = a[j] >= 0.0f ? cj : 0.0f;
+      a[j] = a[j] >= 0.0f ? t : 0.0f;
     }
     float an[kLanes] = {0}, ad[kLanes] = {0};
     int j = 0;
@@ -119,13 +122,13 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
       const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
       FitSums<Codec, T>(x, lo, hi, inv, bits, &num[b], &den[b]);
     });
-    double sn = 0.0, sd = 0.0;
+    double sn = 0.0, sd = 0.0;  // sn accumulates c * t; times S below gives sum(c |v|)
     for (size_t b = 0; b < num.size(); ++b) {
       sn += num[b];
       sd += den[b];
     }
     if (!(sd > 0.0)) break;
-    const float next = static_cast<float>(std::min(sn / sd, static_cast<double>(FLT_MAX)));
+    const float next = static_cast<float>(std::min(sn * scale / sd, static_cast<double>(FLT_MAX)));
     if (!(next >= FLT_MIN) || next == scale) break;
     scale = next;
   }
