@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 TINY = np.float32(np.finfo(np.float32).tiny)  # FLT_MIN, the smallest normal float32
+MAX_SCALE = np.float32(2.0 ** 126)  # scales are capped so that 1 / S is a normal float
 
 
 def ftz(x: np.ndarray) -> np.ndarray:
@@ -28,7 +29,7 @@ def flush(a: np.ndarray) -> np.ndarray:
 
 def threshold_exact(total_sum: np.ndarray, ratio: float) -> float:
     """Exact GradDrop threshold: the floor(R * n)-th smallest non-NaN |sum| (0 for R = 0)."""
-    ratio = float(np.float32(ratio))  # the op takes R as float32
+    ratio = float(ftz(np.float32(ratio)))  # the op takes R as float32 (a subnormal R reads as 0)
     if ratio <= 0:
         return 0.0
     mags = np.abs(total_sum.ravel().astype(np.float32))
@@ -75,7 +76,7 @@ def mag_index(kind: str, x: np.ndarray, scale: float, bits: int) -> np.ndarray:
     levels = 1 << (bits - 1)
     a = flush(np.abs(x.astype(np.float32)))
     s = flush(np.float32(scale))
-    inv = np.float32(1.0) / s if s > 0 else np.float32(0.0)  # t = |v| * (1 / S), as the kernels
+    inv = np.float32(1.0) / min(s, MAX_SCALE) if s > 0 else np.float32(0.0)  # t = |v| * (1 / S), as the kernels
     with np.errstate(invalid="ignore", over="ignore"):
         t = flush((a * inv).astype(np.float32))
     return (_log_index if kind == "log" else _fixed_index)(t, levels)
@@ -107,7 +108,7 @@ def fit_scale(kind: str, x: np.ndarray, bits: int, mode: str = "optimised", iter
         return 1.0
     a = flush(np.abs(x.astype(np.float32)).ravel())
     a = a[np.isfinite(a)]
-    scale = np.float32(a.max()) if a.size else np.float32(0.0)
+    scale = min(np.float32(a.max()), MAX_SCALE) if a.size else np.float32(0.0)
     if mode == "max" or scale == 0:
         return float(scale)
     for _ in range(iterations):
@@ -115,7 +116,7 @@ def fit_scale(kind: str, x: np.ndarray, bits: int, mode: str = "optimised", iter
         den = np.sum(c * c)
         if not den > 0:
             break
-        nxt = np.float32(min(np.sum(c * a) / den, np.finfo(np.float32).max))
+        nxt = np.float32(min(np.sum(c * a) / den, float(MAX_SCALE)))
         if not nxt >= TINY or nxt == scale:
             break
         scale = nxt

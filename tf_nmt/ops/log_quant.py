@@ -11,7 +11,8 @@ Neither has a zero level: 0 and NaN encode to the smallest positive magnitude, +
 largest. Scale modes: ``"unscaled"`` (S = 1), ``"max"`` (S = max|v|) and ``"optimised"``
 (start at max|v|, iterate ``S = sum(c|v|) / sum(c^2)`` with c the chosen relative centres, at most
 ``iterations`` times, until S stops changing). The fit ignores non-finite values; an all-zero or
-empty tensor gets S = 0 (decodes to zeros). ``quantize_dequantize`` has a straight-through
+empty tensor gets S = 0 (decodes to zeros). S is capped at 2^126 (so 1/S is a normal float) and
+encoding computes ``t = |v| * (1/S)``; subnormals are flushed to zero throughout. ``quantize_dequantize`` has a straight-through
 gradient so it can sit in a training graph.
 """
 from __future__ import annotations

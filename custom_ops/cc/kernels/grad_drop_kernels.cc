@@ -53,7 +53,7 @@ class GradDropOp : public OpKernel {
     }
     const float threshold = SelectThreshold<T>(ctx, spans, opt);
 
-    // Pass A: new_residual = gradient + residual; count kept entries per block.
+    // Pass A: new_residual = gradient + residual; count kept entries per block and group.
     std::vector<T*> residual(n);
     std::vector<std::pair<int, int64_t>> blocks;
     for (int t = 0; t < n; ++t) {
@@ -63,19 +63,38 @@ class GradDropOp : public OpKernel {
       residual[t] = out->flat<T>().data();
       for (int64_t b = 0; b < NumBlocks(spans[t].size); ++b) blocks.emplace_back(t, b);
     }
+    // Groups of kGroup entries (a block holds whole groups) remember whether they keep anything,
+    // so pass B touches only those groups.
+    constexpr int kGroup = 16;
+    std::vector<std::vector<uint8_t>> hit(n);
+    for (int t = 0; t < n; ++t) hit[t].resize((spans[t].size + kGroup - 1) / kGroup);
     std::vector<int64_t> counts(blocks.size(), 0);
     ForEachBlock(ctx, blocks.size(), [&](int64_t k) {
       const auto [t, b] = blocks[k];
       const GradSpan<T>& s = spans[t];
       T* res = residual[t];
+      uint8_t* hits = hit[t].data();
       const int64_t lo = b * kBlockSize, hi = std::min(s.size, lo + kBlockSize);
       int64_t count = 0;
-      for (int64_t i = lo; i < hi; ++i) {
+      int64_t i = lo;
+      for (; i + kGroup <= hi; i += kGroup) {
+        int c = 0;
+        for (int j = 0; j < kGroup; ++j) {
+          const T sum = s.gradient[i + j] + s.residual[i + j];
+          res[i + j] = sum;
+          c += std::fabs(static_cast<float>(sum)) >= threshold;
+        }
+        hits[i / kGroup] = c != 0;
+        count += c;
+      }
+      int c = 0;
+      for (; i < hi; ++i) {
         const T sum = s.gradient[i] + s.residual[i];
         res[i] = sum;
-        count += std::fabs(static_cast<float>(sum)) >= threshold;
+        c += std::fabs(static_cast<float>(sum)) >= threshold;
       }
-      counts[k] = count;
+      if (hi % kGroup != 0) hits[(hi - 1) / kGroup] = c != 0;
+      counts[k] = count + c;
     });
 
     // Per-block output offsets (prefix sums within each tensor), then allocate outputs.
@@ -111,17 +130,12 @@ class GradDropOp : public OpKernel {
           ++o;
         }
       };
-      // Most groups of 16 hold no kept entry: test them branch-free first (vectorises).
-      constexpr int kGroup = 16;
-      int64_t i = lo;
-      for (; i + kGroup <= hi; i += kGroup) {
-        int any = 0;
-        for (int j = 0; j < kGroup; ++j) any |= std::fabs(static_cast<float>(res[i + j])) >= threshold;
-        if (any) {
-          for (int j = 0; j < kGroup; ++j) emit(i + j);
-        }
+      const uint8_t* hits = hit[t].data();
+      for (int64_t g = lo; g < hi; g += kGroup) {
+        if (!hits[g / kGroup]) continue;
+        const int64_t end = std::min(hi, g + kGroup);
+        for (int64_t i = g; i < end; ++i) emit(i);
       }
-      for (; i < hi; ++i) emit(i);
     });
 
     Tensor* thr = nullptr;

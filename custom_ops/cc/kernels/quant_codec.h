@@ -43,10 +43,14 @@ TF_NMT_HD inline float BitsFloat(uint32_t u) {
 // 2^-p for 0 <= p <= 126 (exact, built from the exponent bits).
 TF_NMT_HD inline float PowTwoNeg(int p) { return BitsFloat(static_cast<uint32_t>(127 - p) << 23); }
 
-// 1 / S for a flushed scale S, or 0 when S is 0 (every value then gets the smallest centre).
+// Largest scale used for encoding, 2^126, so that 1 / S is still a normal float.
+constexpr float kMaxScale = 8.507059173023462e37f;
+
+// 1 / S for a flushed scale S capped at kMaxScale, or 0 when S is 0 (every value then gets the
+// smallest centre).
 TF_NMT_HD inline float InvScale(float scale) {
   const float s = FlushTiny(scale);
-  return s > 0.0f ? 1.0f / s : 0.0f;
+  return s > 0.0f ? 1.0f / (s < kMaxScale ? s : kMaxScale) : 0.0f;
 }
 
 // t = |v| / S as |v| * (1 / S), tiny values flushed (NaN -> 0, Inf stays Inf).

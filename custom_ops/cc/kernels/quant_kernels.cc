@@ -3,11 +3,13 @@
 //
 // Scale fitting ("optimised") starts at S = max|v| and iterates S = sum(c|v|) / sum(c^2) with c
 // the relative centre chosen for each v under the current S (least squares in normal space),
-// stopping when S no longer changes in float. Non-finite values are ignored by the fit.
+// stopping when S no longer changes in float. Non-finite values are ignored by the fit, and S is
+// capped at 2^126 (kMaxScale) so that 1 / S stays a normal float.
 // Partial sums are per fixed block in double and combined in block order: deterministic.
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "parallel_blocks.h"
@@ -69,8 +71,9 @@ float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
 // folded into doubles per chunk, so the result does not depend on the compiler or threads.
 // Summing t rather than |v| keeps the float lanes far from overflow.
 template <class Codec, typename T>
-void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, double* num,
-             double* den) {
+inline __attribute__((always_inline)) void FitSumsBody(const T* x, int64_t lo, int64_t hi,
+                                                       float inv_scale, int bits, double* num,
+                                                       double* den) {
   constexpr int kChunk = 512;
   constexpr int kLanes = 8;
   const int levels = 1 << (bits - 1);
@@ -109,11 +112,41 @@ void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, doub
   *den = dd;
 }
 
+// float32 entry points get an AVX2 clone picked at load time (portable: the default clone
+// is plain x86-64); lanes are explicit and no FMA is used, so both clones give equal results.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TF_NMT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TF_NMT_CLONES
+#endif
+
+TF_NMT_CLONES void FitSumsLogF32(const float* x, int64_t lo, int64_t hi, float inv, int bits,
+                                 double* num, double* den) {
+  FitSumsBody<LogCodec, float>(x, lo, hi, inv, bits, num, den);
+}
+
+TF_NMT_CLONES void FitSumsFixedF32(const float* x, int64_t lo, int64_t hi, float inv, int bits,
+                                   double* num, double* den) {
+  FitSumsBody<FixedCodec, float>(x, lo, hi, inv, bits, num, den);
+}
+
+template <class Codec, typename T>
+void FitSums(const T* x, int64_t lo, int64_t hi, float inv_scale, int bits, double* num,
+             double* den) {
+  if constexpr (std::is_same<T, float>::value && std::is_same<Codec, LogCodec>::value) {
+    FitSumsLogF32(x, lo, hi, inv_scale, bits, num, den);
+  } else if constexpr (std::is_same<T, float>::value) {
+    FitSumsFixedF32(x, lo, hi, inv_scale, bits, num, den);
+  } else {
+    FitSumsBody<Codec, T>(x, lo, hi, inv_scale, bits, num, den);
+  }
+}
+
 template <class Codec, typename T>
 float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std::string& mode,
                int iterations) {
   if (mode == "unscaled") return 1.0f;
-  float scale = MaxAbs(ctx, x, n);
+  float scale = std::min(MaxAbs(ctx, x, n), kMaxScale);
   if (mode == "max" || scale == 0.0f) return scale;
   std::vector<double> num(NumBlocks(n)), den(NumBlocks(n));
   for (int it = 0; it < iterations; ++it) {
@@ -128,7 +161,7 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
       sd += den[b];
     }
     if (!(sd > 0.0)) break;
-    const float next = static_cast<float>(std::min(sn * scale / sd, static_cast<double>(FLT_MAX)));
+    const float next = static_cast<float>(std::min(sn * scale / sd, static_cast<double>(kMaxScale)));
     if (!(next >= FLT_MIN) || next == scale) break;
     scale = next;
   }
