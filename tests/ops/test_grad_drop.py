@@ -152,3 +152,13 @@ def test_huge_tensor_sampled():
     assert 0.008 < indices.shape[0] / g.size < 0.012
     assert indices.numpy()[-1] < g.size and np.all(np.diff(indices.numpy()) > 0)
     _assert_mass(g, np.zeros_like(g), indices.numpy(), values.numpy(), new_residual.numpy())
+
+
+def test_forwarded_residual_buffer_gives_same_result():
+    g, r = _pair((300, 400))
+    fn = tf.function(lambda g, r: ops.grad_drop(g, r * 1.0, 0.99, exact_below=10**9))  # r * 1 can be reused in place
+    indices, values, new_residual = fn(tf.constant(g), tf.constant(r))
+    idx, val, res = ref.grad_drop(g, r, ref.threshold_exact(ref.ftz_sum(g, r), 0.99))
+    np.testing.assert_array_equal(indices.numpy(), idx)
+    np.testing.assert_array_equal(values.numpy(), val)
+    np.testing.assert_array_equal(new_residual.numpy(), res)

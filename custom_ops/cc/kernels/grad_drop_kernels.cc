@@ -1,8 +1,8 @@
 // CPU kernels for GradDrop and GradDropGlobal: error-feedback gradient dropping.
 //
-// sum = gradient + residual is computed once (in T); entries with |sum| >= threshold are
-// emitted as (flat index, value) pairs and zeroed in the new residual, everything else stays in
-// the residual unchanged. Hence scatter(values) + new_residual == sum bit-exactly.
+// sum = gradient + residual (in T); entries with |sum| >= threshold are emitted as (flat index,
+// value) pairs and zeroed in the new residual, everything else stays in the residual unchanged.
+// Hence scatter(values) + new_residual == sum bit-exactly. One pass over memory after sampling.
 // Layout of inputs/outputs (N tensors; N = 1 for GradDrop):
 //   inputs  [gradients x N, residuals x N, drop_ratio, sample_fraction, seed]
 //   outputs [indices x N, values x N, new_residuals x N, threshold]
@@ -53,7 +53,6 @@ class GradDropOp : public OpKernel {
     }
     const float threshold = SelectThreshold<T>(ctx, spans, opt);
 
-    // Pass A: new_residual = gradient + residual; count kept entries per block and group.
     std::vector<T*> residual(n);
     std::vector<std::pair<int, int64_t>> blocks;
     for (int t = 0; t < n; ++t) {
@@ -63,45 +62,55 @@ class GradDropOp : public OpKernel {
       residual[t] = out->flat<T>().data();
       for (int64_t b = 0; b < NumBlocks(spans[t].size); ++b) blocks.emplace_back(t, b);
     }
-    // Groups of kGroup entries (a block holds whole groups) remember whether they keep anything,
-    // so pass B touches only those groups.
+    // One pass: new_residual = sum, or 0 where kept; kept (index, value) pairs go to per-block
+    // buffers. Groups of kGroup entries are processed branch-free (vectorises); only groups that
+    // keep something are revisited to append their entries.
     constexpr int kGroup = 16;
-    std::vector<std::vector<uint8_t>> hit(n);
-    for (int t = 0; t < n; ++t) hit[t].resize((spans[t].size + kGroup - 1) / kGroup);
-    std::vector<int64_t> counts(blocks.size(), 0);
+    const T zero = static_cast<T>(0.0f);
+    std::vector<std::vector<int64_t>> block_idx(blocks.size());
+    std::vector<std::vector<T>> block_val(blocks.size());
     ForEachBlock(ctx, blocks.size(), [&](int64_t k) {
       const auto [t, b] = blocks[k];
       const GradSpan<T>& s = spans[t];
       T* res = residual[t];
-      uint8_t* hits = hit[t].data();
       const int64_t lo = b * kBlockSize, hi = std::min(s.size, lo + kBlockSize);
-      int64_t count = 0;
+      std::vector<int64_t>& out_idx = block_idx[k];
+      std::vector<T>& out_val = block_val[k];
       int64_t i = lo;
       for (; i + kGroup <= hi; i += kGroup) {
+        T sums[kGroup];
         int c = 0;
         for (int j = 0; j < kGroup; ++j) {
-          const T sum = s.gradient[i + j] + s.residual[i + j];
-          res[i + j] = sum;
-          c += std::fabs(static_cast<float>(sum)) >= threshold;
+          sums[j] = s.gradient[i + j] + s.residual[i + j];
+          c += std::fabs(static_cast<float>(sums[j])) >= threshold;
         }
-        hits[i / kGroup] = c != 0;
-        count += c;
+        for (int j = 0; j < kGroup; ++j) {
+          res[i + j] = std::fabs(static_cast<float>(sums[j])) >= threshold ? zero : sums[j];
+        }
+        if (c == 0) continue;
+        for (int j = 0; j < kGroup; ++j) {
+          if (std::fabs(static_cast<float>(sums[j])) >= threshold) {
+            out_idx.push_back(i + j);
+            out_val.push_back(sums[j]);
+          }
+        }
       }
-      int c = 0;
       for (; i < hi; ++i) {
         const T sum = s.gradient[i] + s.residual[i];
-        res[i] = sum;
-        c += std::fabs(static_cast<float>(sum)) >= threshold;
+        const bool keep = std::fabs(static_cast<float>(sum)) >= threshold;
+        if (keep) {
+          out_idx.push_back(i);
+          out_val.push_back(sum);
+        }
+        res[i] = keep ? zero : sum;
       }
-      if (hi % kGroup != 0) hits[(hi - 1) / kGroup] = c != 0;
-      counts[k] = count + c;
     });
 
-    // Per-block output offsets (prefix sums within each tensor), then allocate outputs.
+    // Per-block output offsets (prefix sums within each tensor), then gather the buffers.
     std::vector<int64_t> starts(blocks.size(), 0), totals(n, 0);
     for (size_t k = 0; k < blocks.size(); ++k) {
       starts[k] = totals[blocks[k].first];
-      totals[blocks[k].first] += counts[k];
+      totals[blocks[k].first] += static_cast<int64_t>(block_idx[k].size());
     }
     std::vector<tensorflow::int64*> indices(n);
     std::vector<T*> values(n);
@@ -113,29 +122,10 @@ class GradDropOp : public OpKernel {
       indices[t] = idx->flat<tensorflow::int64>().data();
       values[t] = val->flat<T>().data();
     }
-
-    // Pass B: emit kept entries in index order and zero them in the residual.
-    const T zero = static_cast<T>(0.0f);
     ForEachBlock(ctx, blocks.size(), [&](int64_t k) {
-      const auto [t, b] = blocks[k];
-      T* res = residual[t];
-      const int64_t lo = b * kBlockSize, hi = std::min(spans[t].size, lo + kBlockSize);
-      int64_t o = starts[k];
-      auto emit = [&](int64_t i) {
-        const T v = res[i];
-        if (std::fabs(static_cast<float>(v)) >= threshold) {
-          indices[t][o] = i;
-          values[t][o] = v;
-          res[i] = zero;
-          ++o;
-        }
-      };
-      const uint8_t* hits = hit[t].data();
-      for (int64_t g = lo; g < hi; g += kGroup) {
-        if (!hits[g / kGroup]) continue;
-        const int64_t end = std::min(hi, g + kGroup);
-        for (int64_t i = g; i < end; ++i) emit(i);
-      }
+      const int t = blocks[k].first;
+      std::copy(block_idx[k].begin(), block_idx[k].end(), indices[t] + starts[k]);
+      std::copy(block_val[k].begin(), block_val[k].end(), values[t] + starts[k]);
     });
 
     Tensor* thr = nullptr;

@@ -83,11 +83,14 @@ float SelectThreshold(tensorflow::OpKernelContext* ctx, const std::vector<GradSp
   // (lower variance than independent draws, and the indices come out sorted for locality).
   std::vector<int64_t> picks(samples);
   const uint64_t base = SplitMix64(static_cast<uint64_t>(opt.seed));
+  const double stride = static_cast<double>(total) / static_cast<double>(samples);  // >= 1
+  auto edge = [&](int64_t j) {
+    return std::min(total, static_cast<int64_t>(static_cast<double>(j) * stride));
+  };
   for (int64_t j = 0; j < samples; ++j) {
-    const int64_t lo = static_cast<int64_t>((static_cast<unsigned __int128>(j) * total) / samples);
-    const int64_t hi = static_cast<int64_t>((static_cast<unsigned __int128>(j + 1) * total) / samples);
+    const int64_t lo = edge(j), hi = std::max(lo + 1, edge(j + 1));
     const uint64_t h = SplitMix64(base + static_cast<uint64_t>(j));
-    picks[j] = lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64);
+    picks[j] = std::min(total - 1, lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64));
   }
   mags.resize(samples);
   ForEachBlock(ctx, NumBlocks(samples), [&](int64_t b) {
