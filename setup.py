@@ -88,13 +88,24 @@ def _check_loads(target: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
+def _cuda_home(nvcc: str) -> str:
+    """The CUDA toolkit root: $CUDA_HOME/$CUDA_PATH, next to nvcc, or /usr/local/cuda*."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                  os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "/usr/local/cuda",
+                  *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for home in filter(None, candidates):
+        if os.path.exists(os.path.join(home, "include", "cuda_runtime.h")):
+            return home
+    raise OSError("CUDA headers (cuda_runtime.h) not found; set CUDA_HOME")
+
+
 def _compile_and_link(target: str, tmp: str, flags: list, lflags: list, nvcc) -> None:
     """g++ for *.cc (plus nvcc for *.cu.cc and -DGOOGLE_CUDA=1 when ``nvcc`` is given), then link."""
     suffix = ".cuda.o" if nvcc else ".o"
     link_extra = []
     sources = list(CPU_SOURCES)
     if nvcc:
-        cuda_home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+        cuda_home = _cuda_home(nvcc)
         flags = flags + ["-DGOOGLE_CUDA=1", f"-I{cuda_home}/include"]
         link_extra = [f"-L{cuda_home}/lib64", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
         sources += CUDA_SOURCES
