@@ -30,6 +30,7 @@ def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
     and tensorflow_text (no tf_nmt), proving the export is self-contained."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    export_dir = Path(export_dir).resolve()  # the child runs in "/" so nothing local is imported
     proc = subprocess.run([sys.executable, "-c", SERVE_CHECK, str(export_dir), json.dumps(texts)],
                           capture_output=True, text=True, env=env, cwd="/", check=False)
     if proc.returncode != 0:

@@ -34,6 +34,13 @@ def test_export_round_trip_in_a_fresh_process(trained_run, tmp_path):
     assert serve_in_fresh_process(export_dir, TEXTS) == expected
 
 
+def test_fresh_process_check_accepts_a_relative_path(trained_run, tmp_path, monkeypatch):
+    model, tokenizer, _ = load_trained_model(trained_run)
+    export_saved_model(model, tokenizer, tmp_path / "rel", beam_size=1)
+    monkeypatch.chdir(tmp_path)
+    assert len(serve_in_fresh_process("rel", TEXTS[:2])) == 2
+
+
 def test_export_refuses_to_overwrite(trained_run, tmp_path):
     model, tokenizer, _ = load_trained_model(trained_run)
     target = tmp_path / "export"
