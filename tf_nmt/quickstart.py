@@ -43,7 +43,7 @@ def _dir_size(path: Path) -> int:
 
 
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
-                   minutes: float = 35.0, overrides: Optional[List[str]] = None,
+                   minutes: float = 30.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None) -> Dict[str, Any]:
     from tf_nmt.config import load_config, preset
     from tf_nmt.data.corpus import prepare_corpus
