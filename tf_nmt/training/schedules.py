@@ -38,42 +38,34 @@ class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
         return dict(self._params)
 
 
-class WarmupInverseSqrt(_Schedule):
-    """Linear warm-up to ``peak_lr`` over ``warmup_steps``, then ``1/sqrt(step)`` decay."""
+class _WarmupSchedule(_Schedule):
+    """A schedule parameterised by ``peak_lr`` and ``warmup_steps`` (validated once, here)."""
 
     def __init__(self, peak_lr: float, warmup_steps: int) -> None:
         if warmup_steps < 1:
             raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
         super().__init__(peak_lr=float(peak_lr), warmup_steps=int(warmup_steps))
         self.peak_lr, self.warmup_steps = float(peak_lr), float(warmup_steps)
+
+
+class WarmupInverseSqrt(_WarmupSchedule):
+    """Linear warm-up to ``peak_lr`` over ``warmup_steps``, then ``1/sqrt(step)`` decay."""
 
     def __call__(self, step):
         s = _position(step)
         return self.peak_lr * tf.minimum(s / self.warmup_steps, tf.sqrt(self.warmup_steps / s))
 
 
-class InverseSqrt(_Schedule):
+class InverseSqrt(_WarmupSchedule):
     """Constant ``peak_lr`` for ``warmup_steps``, then ``1/sqrt(step)`` decay (no warm-up)."""
-
-    def __init__(self, peak_lr: float, warmup_steps: int) -> None:
-        if warmup_steps < 1:
-            raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
-        super().__init__(peak_lr=float(peak_lr), warmup_steps=int(warmup_steps))
-        self.peak_lr, self.warmup_steps = float(peak_lr), float(warmup_steps)
 
     def __call__(self, step):
         s = _position(step)
         return self.peak_lr * tf.sqrt(self.warmup_steps / tf.maximum(s, self.warmup_steps))
 
 
-class LinearWarmup(_Schedule):
+class LinearWarmup(_WarmupSchedule):
     """Linear warm-up to ``peak_lr`` over ``warmup_steps``, constant afterwards."""
-
-    def __init__(self, peak_lr: float, warmup_steps: int) -> None:
-        if warmup_steps < 1:
-            raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
-        super().__init__(peak_lr=float(peak_lr), warmup_steps=int(warmup_steps))
-        self.peak_lr, self.warmup_steps = float(peak_lr), float(warmup_steps)
 
     def __call__(self, step):
         s = _position(step)
