@@ -59,6 +59,17 @@ def test_resume_continues_the_same_run(data_dir, tmp_path):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
 
+def test_step_count_is_exact_off_the_cycle_grid(data_dir, tmp_path):
+    run = tmp_path / "run"
+    first = train(tiny_config(data_dir, "train.train_steps=7", "train.steps_per_cycle=5"), run,
+                  log=lambda _m: None)
+    assert first.final_step == 7  # not rounded up to the next whole cycle (10)
+    second = train(tiny_config(data_dir, "train.train_steps=12", "train.steps_per_cycle=5"), run,
+                   log=lambda _m: None)
+    assert second.resumed_from == 7 and second.final_step == 12
+    assert max(int(p.name[5:-6]) for p in (run / "checkpoints").glob("ckpt-*.index")) == 12
+
+
 def test_resume_with_a_different_vocabulary_is_refused(data_dir, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(data_dir, "train.train_steps=5", "train.steps_per_cycle=5"), run, log=lambda _m: None)

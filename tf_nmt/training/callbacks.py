@@ -116,6 +116,24 @@ class CheckpointSaver(keras.callbacks.Callback):
         self._save()
 
 
+class StepLimit(keras.callbacks.Callback):
+    """Stops training once the optimizer has taken ``total_steps`` steps.
+
+    ``model.fit`` runs whole cycles of ``steps_per_cycle`` batches; a run resumed from a step
+    that is not on the cycle grid (after a time budget stop, or a shorter earlier run), or a
+    ``total_steps`` that is not a multiple of the cycle, would otherwise overshoot. The cycle
+    that is cut short still gets its validation and its checkpoint.
+    """
+
+    def __init__(self, total_steps: int) -> None:
+        super().__init__()
+        self.total_steps = total_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.total_steps:
+            self.model.stop_training = True
+
+
 class TimeBudget(keras.callbacks.Callback):
     """Stops training cleanly once ``minutes`` of wall time have passed (0 = no limit)."""
 

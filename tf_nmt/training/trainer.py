@@ -18,11 +18,14 @@ from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.distributed import comm
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.models import build_model
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
+from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
+from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import make_checkpoint, make_manager
 from tf_nmt.training.optimizers import build_optimizer
 from tf_nmt.training.run_dir import RunDir, RunDirError, check_resume
@@ -51,8 +54,8 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     warmup = distributed.scale_warmup(t.warmup_steps, ctx.size) if t.scale_lr_with_workers else t.warmup_steps
     schedule = _schedule(cfg, peak_lr, warmup)
     optimizer = build_optimizer(t, schedule)
-    optimizer = distributed.wrap_optimizer(optimizer, ctx, sparse_as_dense=t.sparse_as_dense,
-                                           backward_passes_per_step=t.backward_passes_per_step)
+    optimizer = comm.wrap_optimizer(optimizer, comm.resolve_comm(t), ctx,
+                                    backward_passes_per_step=t.backward_passes_per_step)
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
                   metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
     return model
@@ -79,12 +82,13 @@ def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
 
 def _schedule(cfg: Config, peak_lr: float, warmup: int):
     t = cfg.train
+    name = transfer.schedule_name(t.schedule, t.init_from, t.init_warmup)
     params: Dict[str, Any] = {"peak_lr": peak_lr}
-    if t.schedule in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
+    if name in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
         params["warmup_steps"] = warmup
-    elif t.schedule == "step_decay":
+    elif name == "step_decay":
         params.update(decay_start=t.decay_start, decay_every=t.decay_every, decay_factor=t.decay_factor)
-    return build_schedule(t.schedule, implementation=t.schedule_implementation, **params)
+    return build_schedule(name, implementation=t.schedule_implementation, **params)
 
 
 def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[str, Any]:
@@ -116,6 +120,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
     meta = run_meta(cfg, tokenizer, ctx.size)
     resuming = check_resume(run, meta, allow_world_size_change=allow_world_size_change)
+    transfer.check_strategy(cfg.train.init_embeddings)
+    parent = transfer.prepare_run(cfg, tokenizer) if cfg.train.init_from and not resuming else None
     if ctx.is_chief:
         run.root.mkdir(parents=True, exist_ok=True)
         if not run.vocab_path.is_file():
@@ -126,10 +132,16 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     checkpoint = make_checkpoint(model, model.optimizer)
+    quantizer = retrain.from_train_config(model, cfg.train)  # None unless train.quantize_bits
+    if quantizer is not None:  # residuals and scales are part of the run's state
+        checkpoint.quantization = quantizer.state
     manager = make_manager(checkpoint, run.checkpoints, cfg.train.keep_checkpoints)
     if resuming:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
     resumed_from = int(model.optimizer.iterations.numpy())
+    if parent is not None:  # a fresh run initialised from a parent model (never on resume)
+        transfer.initialize_run(model, parent, log=chief_log,
+                                record=run.root / "init_from.json" if ctx.is_chief else None)
 
     data_dir = Path(cfg.data.data_dir)
     train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
@@ -158,8 +170,11 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     progress = cb.ProgressLogger(t.log_every, t.train_steps, log=chief_log, world_size=ctx.size)
     guard = cb.DivergenceGuard(t.divergence_factor)
     budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
-    callbacks: List[keras.callbacks.Callback] = list(distributed.distributed_callbacks(ctx))
-    callbacks += [guard, budget, progress]
+    callbacks: List[keras.callbacks.Callback] = comm.comm_callbacks(  # sync + bytes/step first
+        comm.resolve_comm(t), ctx, t.log_every, log=chief_log,
+        stats_path=run.root / "comm_stats.json" if ctx.is_chief else None)
+    callbacks += [quantizer] if quantizer is not None else []  # before anything saves weights
+    callbacks += [guard, budget, cb.StepLimit(t.train_steps), progress]
     if ctx.is_chief:
         callbacks += [cb.CheckpointSaver(manager, guard, log=chief_log),
                       keras.callbacks.TensorBoard(str(run.logs), update_freq=t.log_every,
