@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, Optional
 
 from tf_nmt.data.tokenizer import write_bytes_atomic
 from tf_nmt.data.vocabulary import load_split
-from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu
+from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
 from tf_nmt.training.trainer import load_trained_model
 
@@ -30,13 +30,15 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     seconds = time.perf_counter() - start
     write_bytes_atomic(Path(run_dir) / f"{split}.hyp.de", ("\n".join(hypotheses) + "\n").encode())
     bleu = corpus_bleu(hypotheses, references)
+    chrf = corpus_chrf(hypotheses, references)
     baseline = copy_baseline(sources, references)
     log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha})")
     log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
+    log(f"chrF = {chrf.score:.2f}")
     log(f"copy-the-source baseline BLEU = {baseline.score:.2f}")
     log(f"sacreBLEU signature: {bleu.signature}")
     return {"split": split, "sentences": len(pairs), "bleu": bleu.score, "bleu_text": bleu.text,
-            "signature": bleu.signature, "copy_baseline_bleu": baseline.score,
+            "signature": bleu.signature, "chrf": chrf.score, "copy_baseline_bleu": baseline.score,
             "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}
