@@ -46,6 +46,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tf_nmt.training.trainer import train
 
     cfg = _config(args)
+    if args.init_from:
+        cfg.train.init_from = str(args.init_from)
+    if args.embeddings:
+        cfg.train.init_embeddings = args.embeddings
+    if args.no_warmup:
+        cfg.train.init_warmup = False
     result = train(cfg, Path(args.run_dir), allow_world_size_change=args.allow_world_size_change)
     print(f"trained to step {result.final_step} in {result.wall_seconds / 60:.1f} min")
     return 0
@@ -162,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--allow-world-size-change", action="store_true",
                    help="resume checkpoints written by a different number of workers")
+    p.add_argument("--init-from", metavar="PARENT",
+                   help="initialise a fresh run from a parent run dir or checkpoint prefix "
+                        "(train.init_from; ignored on resume)")
+    p.add_argument("--embeddings", choices=["token-match", "exclude", "random", "frequency"],
+                   help="how parent embedding rows initialise the child's (train.init_embeddings)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="with --init-from: drop the learning-rate warm-up (train.init_warmup=false)")
     _add_config_args(p)
     p.set_defaults(func=cmd_train)
 

@@ -62,6 +62,11 @@ class TrainConfig:
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
     mixed_precision: bool = False
+    # Transfer learning (tf_nmt.training.transfer): a parent run dir or checkpoint prefix whose
+    # weights initialise a fresh run; how embedding rows are mapped; keep the LR warm-up or not.
+    init_from: str = ""
+    init_embeddings: str = "token-match"
+    init_warmup: bool = True
 
 
 @dataclass
