@@ -11,21 +11,27 @@ from tf_nmt.compat import keras, tf
 class SharedEmbedding(keras.layers.Layer):
     """``embed(ids)`` looks tokens up; ``project(h)`` gives logits ``h @ E^T (+ b)`` with the same E.
 
-    Tying saves ``V * dim`` parameters and regularises small-data training. With ``scale`` the
+    Tying saves ``V * dim`` parameters and regularises small-data training. ``tie_output=False``
+    gives ``project`` its own ``[V, dim]`` matrix instead: the embedding then gets only the
+    lookups' sparse (IndexedSlices) gradient, which a tied matrix never has in TF 2 (the tape
+    sums a sparse and a dense gradient into a dense one). With ``scale`` the
     embeddings are multiplied by sqrt(dim) (Transformer convention; E is initialised with std
     dim^-0.5 so embedded vectors have unit scale while logits stay O(1)).
     """
 
     def __init__(self, vocab_size: int, dim: int, scale: bool = False, output_bias: bool = True,
-                 **kwargs) -> None:
+                 tie_output: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.scale = math.sqrt(dim) if scale else None
-        self.output_bias = output_bias
+        self.output_bias, self.tie_output = output_bias, bool(tie_output)
 
     def build(self, input_shape=None) -> None:
         init = keras.initializers.RandomNormal(stddev=self.dim ** -0.5)
         self.embeddings = self.add_weight("embeddings", [self.vocab_size, self.dim], initializer=init)
+        self.output_embeddings = (self.embeddings if self.tie_output else
+                                  self.add_weight("output_embeddings", [self.vocab_size, self.dim],
+                                                  initializer=init))
         self.bias = (self.add_weight("output_bias", [self.vocab_size], initializer="zeros")
                      if self.output_bias else None)
         super().build(input_shape)
@@ -39,7 +45,7 @@ class SharedEmbedding(keras.layers.Layer):
         flat = tf.reshape(h, [-1, self.dim])
         # Under a mixed policy h is bfloat16 while the variables stay float32: compute in h's
         # dtype, return float32 logits (softmax/loss in full precision).
-        logits = tf.matmul(flat, tf.cast(self.embeddings, h.dtype), transpose_b=True)
+        logits = tf.matmul(flat, tf.cast(self.output_embeddings, h.dtype), transpose_b=True)
         if self.bias is not None:
             logits = tf.nn.bias_add(logits, tf.cast(self.bias, h.dtype))
         logits = tf.cast(logits, tf.float32)

@@ -17,7 +17,7 @@ from tf_nmt.models.transformer_layers import DecoderLayer, EncoderLayer
 TRANSFORMER_DEFAULTS: Dict[str, object] = {
     "num_layers": 3, "num_encoder_layers": None, "num_decoder_layers": None, "d_model": 256,
     "num_heads": 4, "ff_dim": 1024, "dropout": 0.1, "attention_dropout": 0.0, "norm": "pre",
-    "output_bias": True,
+    "output_bias": True, "tie_embeddings": True,
 }
 
 
@@ -27,17 +27,18 @@ class Transformer(Seq2SeqModel):
     def __init__(self, vocab_size: int, num_layers: int = 3, num_encoder_layers: Optional[int] = None,
                  num_decoder_layers: Optional[int] = None, d_model: int = 256, num_heads: int = 4,
                  ff_dim: int = 1024, dropout: float = 0.1, attention_dropout: float = 0.0,
-                 norm: str = "pre", output_bias: bool = True, name: str = "transformer") -> None:
+                 norm: str = "pre", output_bias: bool = True, tie_embeddings: bool = True,
+                 name: str = "transformer") -> None:
         hparams = dict(num_layers=num_layers, num_encoder_layers=num_encoder_layers,
                        num_decoder_layers=num_decoder_layers, d_model=d_model, num_heads=num_heads,
                        ff_dim=ff_dim, dropout=dropout, attention_dropout=attention_dropout,
-                       norm=norm, output_bias=output_bias)
+                       norm=norm, output_bias=output_bias, tie_embeddings=tie_embeddings)
         super().__init__(vocab_size, name, hparams)
         n_enc = num_encoder_layers or num_layers
         n_dec = num_decoder_layers or num_layers
         self.d_model, self.num_heads = d_model, num_heads
         self.embedding = SharedEmbedding(vocab_size, d_model, scale=True, output_bias=output_bias,
-                                         name="shared_embedding")
+                                         tie_output=tie_embeddings, name="shared_embedding")
         self.embedding.build(None)
         args = (d_model, num_heads, ff_dim, dropout, attention_dropout, norm)
         self.encoder_layers = [EncoderLayer(*args, name=f"encoder_{i}") for i in range(n_enc)]

@@ -23,13 +23,18 @@ class ProgressLogger(keras.callbacks.Callback):
     """Prints ``step | loss | lr | tokens/s | s/step`` every ``every`` steps.
 
     Tokens are the non-pad target tokens counted by the ``tokens`` metric (reset per epoch), so
-    the rate is measured, not estimated from the budget. ``world_size`` scales it to all workers.
+    the rate is measured, not estimated from the budget. With ``world_size > 1`` the line shows
+    the total rate of all workers and the rate per worker: ``sum_across_ranks`` (called on every
+    rank at the same steps, e.g. an allreduce) sums the ranks' token counts; without it the
+    local count is scaled by ``world_size``.
     """
 
     def __init__(self, every: int, total_steps: int, log: Callable[[str], None] = print,
-                 world_size: int = 1) -> None:
+                 world_size: int = 1,
+                 sum_across_ranks: Optional[Callable[[float], float]] = None) -> None:
         super().__init__()
         self.every, self.total_steps, self.log, self.world_size = every, total_steps, log, world_size
+        self.sum_across_ranks = sum_across_ranks
         self.history = []
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -46,13 +51,18 @@ class ProgressLogger(keras.callbacks.Callback):
         tokens = float(logs.get("tokens", 0.0))
         elapsed = max(now - self._t0, 1e-9)
         steps = max(step - self._step0, 1)
-        rate = (tokens - self._tokens0) / elapsed * self.world_size
+        local = tokens - self._tokens0
+        total = (self.sum_across_ranks(local) if self.sum_across_ranks is not None
+                 else local * self.world_size)
+        rate = total / elapsed
         entry = {"step": step, "loss": float(logs.get("loss", math.nan)),
                  "lr": _current_lr(self.model.optimizer), "tokens_per_s": rate,
+                 "tokens_per_s_per_rank": rate / self.world_size,
                  "s_per_step": elapsed / steps, "time": time.time()}
         self.history.append(entry)
+        per_rank = f" ({rate / self.world_size:,.0f}/rank)" if self.world_size > 1 else ""
         self.log(f"step {step:>6}/{self.total_steps} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
-                 f"| {rate:,.0f} tgt tok/s | {entry['s_per_step']:.3f} s/step")
+                 f"| {rate:,.0f} tgt tok/s{per_rank} | {entry['s_per_step']:.3f} s/step")
         self._t0, self._tokens0, self._step0 = now, tokens, step
 
 

@@ -167,7 +167,10 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         chief_log(f"already trained {resumed_from} >= {t.train_steps} steps; nothing to do")
         return TrainResult(resumed_from, resumed_from, time.perf_counter() - start,
                            num_parameters=num_params)
-    progress = cb.ProgressLogger(t.log_every, t.train_steps, log=chief_log, world_size=ctx.size)
+    progress = cb.ProgressLogger(
+        t.log_every, t.train_steps, log=chief_log, world_size=ctx.size,
+        sum_across_ranks=((lambda v: distributed.allreduce_sum(v, ctx, name="progress_tokens"))
+                          if ctx.distributed else None))
     guard = cb.DivergenceGuard(t.divergence_factor)
     budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
     callbacks: List[keras.callbacks.Callback] = comm.comm_callbacks(  # sync + bytes/step first
