@@ -46,6 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tf_nmt.training.trainer import train
 
     cfg = _config(args)
+    if args.comm:
+        cfg.train.comm = args.comm
     if args.init_from:
         cfg.train.init_from = str(args.init_from)
     if args.embeddings:
@@ -168,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--allow-world-size-change", action="store_true",
                    help="resume checkpoints written by a different number of workers")
+    p.add_argument("--comm", choices=["dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf"],
+                   help="gradient communication (train.comm; graddrop/fedavg/bmuf options are "
+                        "train.drop_ratio, train.local_gradients, train.average_every, ...)")
     p.add_argument("--init-from", metavar="PARENT",
                    help="initialise a fresh run from a parent run dir or checkpoint prefix "
                         "(train.init_from; ignored on resume)")
