@@ -46,8 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tf_nmt.training.trainer import train
 
     cfg = _config(args)
-    if args.comm:
-        cfg.train.comm = args.comm
+    if args.quantize_bits is not None:  # re-training under quantisation (train.quantize_*)
+        cfg.train.quantize_bits = args.quantize_bits
     if args.init_from:
         cfg.train.init_from = str(args.init_from)
     if args.embeddings:
@@ -106,7 +106,21 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from tf_nmt.quantization.commands import run_quantize
+
+    run_quantize(args)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.quantized or args.bits:  # the packed-weight SavedModel (tf_nmt.quantization)
+        from tf_nmt.quantization.commands import run_quantized_export
+
+        run_quantized_export(args)
+        return 0
+    if args.run_dir is None:
+        raise ValueError("export needs --run-dir (or --quantized PACKED_FILE)")
     from tf_nmt.export.saved_model import export_saved_model
     from tf_nmt.training.trainer import load_trained_model
 
@@ -151,6 +165,14 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, help="prepared data directory (overrides data.data_dir)")
 
 
+def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> None:
+    p.add_argument("--bits", type=int, default=bits_default, help="bits per weight, 1..8")
+    p.add_argument("--kind", default="log", choices=["log", "fixed"], help="quantiser")
+    p.add_argument("--scale", default="optimised", choices=["unscaled", "max", "optimised"])
+    p.add_argument("--quantize-biases", action="store_true",
+                   help="also quantise biases and layer-norm vectors (default: keep them float32)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,9 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--allow-world-size-change", action="store_true",
                    help="resume checkpoints written by a different number of workers")
-    p.add_argument("--comm", choices=["dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf"],
-                   help="gradient communication (train.comm; graddrop/fedavg/bmuf options are "
-                        "train.drop_ratio, train.local_gradients, train.average_every, ...)")
+    p.add_argument("--quantize-bits", type=int, metavar="B",
+                   help="re-train under B-bit quantisation (train.quantize_bits; see train.quantize_*)")
     p.add_argument("--init-from", metavar="PARENT",
                    help="initialise a fresh run from a parent run dir or checkpoint prefix "
                         "(train.init_from; ignored on resume)")
@@ -206,12 +227,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("export", help="write a string-to-string SavedModel")
-    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--run-dir", type=Path)
+    p.add_argument("--quantized", type=Path, metavar="PACKED_FILE",
+                   help="export a packed model (from tf-nmt quantize) with packed on-disk weights")
+    _add_quant_args(p, bits_default=None)
     p.add_argument("--export-dir", type=Path, required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--beam-size", type=int)
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("quantize", help="quantise a run's checkpoint to a packed B-bit file")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--checkpoint", help="checkpoint prefix (default: latest)")
+    p.add_argument("--output", type=Path, required=True, help="packed model file to write")
+    _add_quant_args(p, bits_default=4)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--report-json", type=Path, help="also write the per-tensor size report here")
+    p.add_argument("--show", type=int, default=0, help="print only the first N tensor rows")
+    p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("average-checkpoints", help="average the last N checkpoints of a run")
     p.add_argument("--run-dir", type=Path, required=True)

@@ -1,0 +1,139 @@
+"""A SavedModel whose stored weights are the packed B-bit codes (plus per-tensor scales and the
+float32 tensors the policy keeps), dequantised inside the serving graph with stock TF ops.
+
+The serving signature is the same as the float32 export (``texts -> translations``, tokenisation
+and beam search in-graph) and loads with only ``tensorflow`` + ``tensorflow_text``.
+
+How the model reads packed weights: the Keras model is not attached to the exported module (so its
+float32 variables are not saved). While the serving function is traced, every layer attribute that
+holds a model variable (``kernel``, ``embeddings``, ``gamma``, ...) is temporarily replaced by the
+dequantised tensor, so the traced graph computes with tensors derived from the packed uint8
+variables. Tracing fails loudly if any float32 model variable is still read.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.export.saved_model import replace_directory_atomically
+from tf_nmt.quantization.codec import decode_tf
+from tf_nmt.quantization.packed_file import PackedModel
+from tf_nmt.quantization.packing import pack_codes, unpack_codes_tf
+from tf_nmt.quantization.quantize import check_matches
+
+Slot = Tuple[object, str]
+
+
+def variable_slots(model: keras.Model) -> List[List[Slot]]:
+    """For each of ``model.weights``, the (layer, attribute) pairs that hold it."""
+    index = {id(w): i for i, w in enumerate(model.weights)}
+    slots: List[List[Slot]] = [[] for _ in model.weights]
+    for layer in model._flatten_layers(include_self=True, recursive=True):  # noqa: SLF001
+        for attr, value in vars(layer).items():
+            if id(value) in index and isinstance(value, tf.Variable):
+                slots[index[id(value)]].append((layer, attr))
+    missing = [model.weights[i].name for i, s in enumerate(slots) if not s]
+    if missing:
+        raise ValueError(f"cannot find the layer attributes holding {missing}")
+    return slots
+
+
+@contextlib.contextmanager
+def swapped(slots: List[List[Slot]], tensors: List[tf.Tensor]) -> Iterator[None]:
+    """Temporarily point every slot at its tensor (bypassing Keras attribute tracking)."""
+    saved = [(layer, attr, getattr(layer, attr)) for group in slots for layer, attr in group]
+    try:
+        for group, tensor in zip(slots, tensors):
+            for layer, attr in group:
+                object.__setattr__(layer, attr, tensor)
+        yield
+    finally:
+        for layer, attr, value in saved:
+            object.__setattr__(layer, attr, value)
+
+
+class PackedTranslator(tf.Module):
+    """Packed weights + tokenizer + a string-to-string ``serve`` function."""
+
+    def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
+                 beam_size: int, length_penalty: float, max_source_length: int = 256) -> None:
+        super().__init__(name="packed_translator")
+        from tf_nmt.evaluation.translate import source_ids
+        from tf_nmt.models.decoding import beam_search
+
+        check_matches(model, packed.entries)
+        policy = packed.policy
+        self.tokenizer = tokenizer
+        self.bits = tf.constant(policy.bits)
+        self.codes, self.scales, self.kept = [], [], []
+        plan = []  # per entry: ("packed", i, count, shape) or ("kept", i)
+        for e in packed.entries:
+            if e.quantized:
+                self.codes.append(tf.Variable(pack_codes(e.codes.ravel(), policy.bits),
+                                              trainable=False, name="codes"))
+                self.scales.append(tf.Variable(np.float32(e.scale), trainable=False, name="scale"))
+                plan.append(("packed", len(self.codes) - 1, e.size, e.shape))
+            else:
+                self.kept.append(tf.Variable(e.values, trainable=False, name="kept"))
+                plan.append(("kept", len(self.kept) - 1, e.size, e.shape))
+        slots = variable_slots(model)
+        model_vars = {v.ref() for v in model.weights}
+
+        def weights() -> List[tf.Tensor]:
+            out = []
+            for kind, i, count, shape in plan:
+                if kind == "kept":
+                    out.append(tf.convert_to_tensor(self.kept[i]))
+                else:
+                    codes = unpack_codes_tf(self.codes[i], count, policy.bits)
+                    out.append(tf.reshape(decode_tf(codes, self.scales[i], policy.bits, policy.kind), shape))
+            return out
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+        def serve(texts: tf.Tensor) -> Dict[str, tf.Tensor]:
+            with swapped(slots, weights()):
+                source = source_ids(tokenizer, texts, max_source_length)
+                hyps, _ = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty)
+                return {"translations": tokenizer.detokenize(hyps[:, 0, :])}
+
+        concrete = serve.get_concrete_function()
+        leaked = [v.name for v in concrete.graph.variables if v.ref() in model_vars]
+        if leaked:
+            raise RuntimeError(f"the serving graph still reads float32 model variables {leaked}")
+        self.serve = serve
+
+
+def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
+                              export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
+                              overwrite: bool = False) -> Path:
+    """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced)."""
+    export_dir = Path(export_dir)
+    if export_dir.exists() and not overwrite:
+        raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
+    try:
+        translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty)
+        tf.saved_model.save(translator, str(staged / "model"),
+                            signatures={"serving_default": translator.serve})
+        replace_directory_atomically(staged / "model", export_dir, overwrite)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return export_dir
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def variables_bytes(export_dir: Path) -> int:
+    """Bytes of a SavedModel's ``variables/`` (the stored weights)."""
+    return directory_bytes(Path(export_dir) / "variables")
