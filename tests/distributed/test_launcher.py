@@ -36,3 +36,8 @@ def test_failed_launch_raises_with_output(tmp_path):
         pytest.skip("horovodrun is not installed")
     with pytest.raises(RuntimeError, match="boom"):
         launcher.run(script, [], 1, timeout=120)
+
+
+def test_prefix_wraps_any_command():
+    prefix = launcher.horovodrun_prefix(2, "mpi", python="/v/bin/python")
+    assert prefix == ["/v/bin/horovodrun", "-np", "2", "-H", "localhost:2", "--mpi"]

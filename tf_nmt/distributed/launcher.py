@@ -16,17 +16,22 @@ REPO = Path(__file__).resolve().parents[2]
 CONTROLLERS = ("gloo", "mpi")
 
 
-def horovodrun_command(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
-                       python: Optional[str] = None) -> List[str]:
-    """``horovodrun -np N -H localhost:N --<controller> python script args...``."""
+def horovodrun_prefix(np: int, controller: str = "gloo",
+                      python: Optional[str] = None) -> List[str]:
+    """``horovodrun -np N -H localhost:N --<controller>`` (the environment's horovodrun)."""
     if np < 1:
         raise ValueError(f"the number of ranks must be >= 1, got {np}")
     if controller not in CONTROLLERS:
         raise ValueError(f"unknown controller {controller!r}: use one of {CONTROLLERS}")
+    runner = Path(python or sys.executable).parent / "horovodrun"
+    return [str(runner), "-np", str(np), "-H", f"localhost:{np}", f"--{controller}"]
+
+
+def horovodrun_command(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
+                       python: Optional[str] = None) -> List[str]:
+    """``horovodrun -np N -H localhost:N --<controller> python script args...``."""
     python = python or sys.executable
-    runner = Path(python).parent / "horovodrun"
-    return [str(runner), "-np", str(np), "-H", f"localhost:{np}", f"--{controller}", python,
-            str(script), *args]
+    return horovodrun_prefix(np, controller, python) + [python, str(script), *args]
 
 
 def worker_env(extra: Optional[Mapping[str, str]] = None, threads: int = 1) -> Dict[str, str]:
@@ -41,11 +46,11 @@ def worker_env(extra: Optional[Mapping[str, str]] = None, threads: int = 1) -> D
 
 
 def run(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
-        env: Optional[Mapping[str, str]] = None, timeout: float = 900) -> str:
+        env: Optional[Mapping[str, str]] = None, timeout: float = 900, threads: int = 1) -> str:
     """Run ``script`` on ``np`` ranks; return its output or raise RuntimeError with its tail."""
     cmd = horovodrun_command(script, args, np, controller)
-    proc = subprocess.run(cmd, cwd=REPO, env=worker_env(env), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(cmd, cwd=REPO, env=worker_env(env, threads), capture_output=True,
+                          text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
