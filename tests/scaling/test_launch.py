@@ -1,0 +1,85 @@
+"""Rank launchers: horovodrun/mpirun command construction, and real Gloo ranks in namespaces."""
+import json
+import sys
+import time
+
+import pytest
+
+from tf_nmt.scaling.launch import LaunchError, horovodrun_command, launch_emulated, mpirun_command
+from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
+from tests.parallel.launch import horovod_importable
+
+PROBLEM = support_problem()
+needs_netns = pytest.mark.skipif(PROBLEM is not None, reason=f"network namespaces: {PROBLEM}")
+
+
+def test_horovodrun_command_forms():
+    cmd = ["python", "w.py"]
+    local = horovodrun_command(2, cmd)
+    assert local[1:] == ["-np", "2", "-H", "localhost:2", "--gloo", "python", "w.py"]
+    assert local[0].endswith("horovodrun")
+    hosts = horovodrun_command(8, cmd, hosts="a:4,b:4", network_interface="eth1")
+    assert hosts[1:] == ["-np", "8", "-H", "a:4,b:4", "--gloo", "--network-interface", "eth1",
+                         "python", "w.py"]
+    hostfile = horovodrun_command(8, cmd, hostfile="hosts.txt", controller="mpi")
+    assert hostfile[1:] == ["-np", "8", "--hostfile", "hosts.txt", "--mpi", "python", "w.py"]
+    with pytest.raises(ValueError):
+        horovodrun_command(2, cmd, hosts="a:1", hostfile="h")
+    with pytest.raises(ValueError):
+        horovodrun_command(2, cmd, controller="nccl")
+
+
+def test_mpirun_command_forwards_environment():
+    cmd = mpirun_command(4, ["python", "w.py"], hostfile="hosts.txt")
+    assert cmd[:3] == ["mpirun", "-np", "4"]
+    assert cmd[cmd.index("--hostfile") + 1] == "hosts.txt"
+    assert ["-x", "TF_USE_LEGACY_KERAS"] == cmd[cmd.index("TF_USE_LEGACY_KERAS") - 1:cmd.index("TF_USE_LEGACY_KERAS") + 1]
+    assert cmd[-2:] == ["python", "w.py"]
+
+
+@needs_netns
+def test_failing_rank_stops_the_others_and_is_reported(tmp_path):
+    cluster = EmulatedCluster(2, LinkSpec("1gbit"), tag="tfail")
+    command = ["sh", "-c", 'if [ "$HOROVOD_RANK" = 1 ]; then exit 3; fi; sleep 120']
+    start = time.monotonic()
+    with cluster:
+        with pytest.raises(LaunchError, match="rank 1 exited with 3"):
+            launch_emulated(cluster, command, tmp_path / "logs", timeout=60)
+    assert time.monotonic() - start < 30        # the sleeping rank 0 was terminated
+    assert list_namespaces(cluster.prefix) == []
+
+
+@needs_netns
+def test_each_rank_gets_its_own_host_and_gloo_environment(tmp_path):
+    with EmulatedCluster(2, LinkSpec("1gbit"), tag="tenv") as cluster:
+        launch_emulated(cluster, ["sh", "-c", "env | grep ^HOROVOD_ | sort; ip -4 -o addr show eth0"],
+                        tmp_path, timeout=60)
+        logs = [(tmp_path / f"rank{r}.log").read_text() for r in (0, 1)]
+        for rank, text in enumerate(logs):
+            assert f"HOROVOD_RANK={rank}" in text and "HOROVOD_SIZE=2" in text
+            assert f"HOROVOD_HOSTNAME={cluster.host_ns(rank)}" in text
+            assert "HOROVOD_CROSS_SIZE=2" in text and "HOROVOD_LOCAL_SIZE=1" in text
+            assert f"HOROVOD_GLOO_RENDEZVOUS_ADDR={cluster.address(0)}" in text
+            assert "HOROVOD_GLOO_IFACE=eth0" in text
+            assert cluster.address(rank) + "/24" in text
+
+
+@needs_netns
+@pytest.mark.parallel
+@pytest.mark.skipif(not horovod_importable(), reason="Horovod is not installed")
+def test_allreduce_crosses_the_shaped_link(tmp_path):
+    """A 4 MB allreduce between two namespaces: the result is right, each host's tc counter
+    shows the ring traffic, and at 100 Mbit/s the bus bandwidth stays under the link rate."""
+    out = tmp_path / "r.json"
+    with EmulatedCluster(2, LinkSpec("100mbit"), tag="tbench") as cluster:
+        before = cluster.link_bytes()
+        launch_emulated(cluster, [sys.executable, "-m", "tf_nmt.scaling.linkbench", "--megabytes",
+                                  "4", "--repeats", "2", "--out", str(out)], tmp_path / "logs",
+                        timeout=240)
+        after = cluster.link_bytes()
+    result = json.loads(out.read_text())              # linkbench checks the allreduce sum itself
+    assert result["world"] == 2 and result["bytes"] == 4_000_000
+    for host, sent in after.items():
+        # warm-up + 2 timed allreduces, each sends >= S bytes per rank on a 2-rank ring
+        assert sent - before[host] >= 3 * 4_000_000
+    assert result["bus_bandwidth_bits"] < 1.05e8

@@ -1,0 +1,124 @@
+"""Scaling-study orchestration: spec validation, commands, outputs, and one real emulated sweep."""
+import json
+
+import pytest
+
+from tf_nmt.scaling.modes import available_modes, mode_overrides
+from tf_nmt.scaling.netns import list_namespaces, support_problem
+from tf_nmt.scaling.plots import plot_study
+from tf_nmt.scaling.study import StudySpec, launch_command, run_study, worker_command, write_json_new
+from tests.parallel.launch import horovod_importable
+
+TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64",
+        "train.mixed_precision=false"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"workers": [2, 4]}, "N=1"),
+    ({"workers": [1, 3], "strong_sentences": 64}, "divisible"),
+    ({"launcher": "cluster"}, "hostfile"),
+    ({"launcher": "ssh"}, "launcher"),
+    ({"kinds": ["sideways"]}, "scaling kind"),
+    ({"comms": ["carrier-pigeon"]}, "not available"),
+])
+def test_spec_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        StudySpec(**kwargs).validate()
+
+
+def test_modes_are_config_overrides():
+    assert {"dense", "sparse_as_dense"} <= set(available_modes())
+    for mode in available_modes():
+        overrides = mode_overrides(mode)
+        assert overrides and all("=" in o for o in overrides)
+
+
+def test_worker_and_launch_commands(tmp_path):
+    spec = StudySpec(launcher="cluster", hostfile="hosts.txt", overrides=["model.d_model=32"])
+    cmd = worker_command(spec, "dense", 16, tmp_path / "o.json")
+    assert cmd[1:3] == ["-m", "tf_nmt.scaling.worker"]
+    assert cmd[cmd.index("--batch-sentences") + 1] == "16"
+    sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"]
+    assert sets[0] == "model.d_model=32" and set(mode_overrides("dense")) <= set(sets)
+    full = launch_command(spec, 8, cmd)
+    assert full[1:5] == ["-np", "8", "--hostfile", "hosts.txt"] and full[-len(cmd):] == cmd
+    spec_mpi = StudySpec(launcher="cluster", hosts="a:4,b:4", controller="mpi")
+    assert launch_command(spec_mpi, 8, cmd)[:3] == ["mpirun", "-np", "8"]
+    assert launch_command(StudySpec(), 1, cmd) == cmd                  # local N=1: no launcher
+
+
+def test_json_is_never_silently_overwritten(tmp_path):
+    path = tmp_path / "s.json"
+    write_json_new(path, {"a": 1})
+    with pytest.raises(FileExistsError):
+        write_json_new(path, {"a": 2})
+    write_json_new(path, {"a": 3}, overwrite=True)
+    assert json.loads(path.read_text()) == {"a": 3}
+
+
+def test_plots_are_written(tmp_path):
+    rows = [{"link": "1gbit", "comm": c, "kind": k, "workers": n, "efficiency": e,
+             "compute_s": 0.1, "comm_s": 0.05 * (n - 1)}
+            for c in ("dense", "graddrop") for k in ("weak", "strong")
+            for n, e in ((1, 1.0), (2, 0.8))]
+    paths = plot_study(rows, tmp_path, "test")
+    assert [p.name for p in paths] == ["scaling_efficiency.png", "scaling_step_split.png"]
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_study_sweeps_every_combination(monkeypatch, tmp_path):
+    """Orchestration with the measurement replaced: strong runs split the global batch, every
+    (link, comm, kind, N) is measured once, rows come out relative to N=1."""
+    from tf_nmt.scaling import study
+
+    seen = []
+
+    def fake_measure(spec, link, n, command, out, log_dir):
+        per_worker = int(command[command.index("--batch-sentences") + 1])
+        seen.append((link, n, per_worker))
+        tokens = per_worker * spec.tgt_len * n
+        step = 0.1 * per_worker / 16 * (1 + 0.25 * (n - 1))   # compute ~ batch, comm grows with N
+        return {"world": n, "tokens_per_s": tokens / step, "step_s": step, "compute_s": 0.08,
+                "comm_s": step - 0.08, "global_tokens_per_step": tokens}
+
+    monkeypatch.setattr(study, "_measure", fake_measure)
+    spec = StudySpec(workers=[1, 2, 4], kinds=["weak", "strong"], comms=["dense"],
+                     launcher="emulated", links=["100mbit", "10gbit"], weak_sentences=16,
+                     strong_sentences=64)
+    doc = run_study(spec, tmp_path, log=lambda _: None)
+    assert len(doc["runs"]) == 2 * 2 * 3
+    assert ("100mbit", 4, 16) in seen and ("10gbit", 4, 16) in seen      # strong: 64 / 4
+    weak4 = [r for r in doc["rows"] if r["kind"] == "weak" and r["workers"] == 4][0]
+    assert weak4["efficiency"] == pytest.approx(1 / 1.75)                # step grew 1.75x
+    strong4 = [r for r in doc["rows"] if r["kind"] == "strong" and r["workers"] == 4][0]
+    assert strong4["speedup"] == pytest.approx(0.4 / 0.175)             # 0.4 s -> 0.175 s
+    assert "| 100mbit | weak | dense | 4 |" in doc["table_markdown"]
+
+
+@pytest.mark.slow
+@pytest.mark.parallel
+@pytest.mark.skipif(support_problem() is not None, reason=f"network namespaces: {support_problem()}")
+@pytest.mark.skipif(not horovod_importable(), reason="Horovod is not installed")
+def test_worker_on_two_emulated_hosts(tmp_path):
+    """The step benchmark as 2 Gloo ranks in 2 namespaces (a tiny Transformer): it reports
+    positive times for 2 x 32 target tokens per step, and its gradient exchange went through
+    the shaped links."""
+    from tf_nmt.scaling.launch import launch_emulated, worker_env
+    from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec
+
+    spec = StudySpec(comms=["dense"], src_len=8, tgt_len=8, vocab_size=500, overrides=TINY,
+                     steps=2, warmup=1, block=1)
+    out = tmp_path / "w.json"
+    with EmulatedCluster(2, LinkSpec("1gbit"), tag="tworker") as cluster:
+        before = cluster.link_bytes()
+        launch_emulated(cluster, worker_command(spec, "dense", 4, out), tmp_path / "logs",
+                        env=worker_env(), timeout=300)
+        after = cluster.link_bytes()
+    result = json.loads(out.read_text())
+    assert result["world"] == 2 and result["global_tokens_per_step"] == 64
+    assert result["step_s"] > 0 and result["compute_s"] > 0 and result["tokens_per_s"] > 0
+    assert len(result["rank0_step_times_s"]) == 2
+    # model of ~50k float32 parameters: each step's allreduce moves >= 100 kB per host
+    assert min(after[h] - before[h] for h in after) > 2 * 100_000
+    assert list_namespaces(cluster.prefix) == []

@@ -1,0 +1,115 @@
+"""One rank of a scaling measurement (``python -m tf_nmt.scaling.worker``, under any Horovod
+launcher): times training steps of the configured model on fixed-shape synthetic batches.
+
+Two models are built from the same config: one through the distributed optimizer of the chosen
+comm mode (what ``tf-nmt train`` runs) and one with this process's context only, so its steps
+skip the gradient exchange. Both are timed in alternating blocks, each block started by a barrier,
+so all ranks run the same kind of step at the same time (the same CPU contention in both). Then
+
+    step      = median time of a distributed step (what training pays)
+    compute   = median time of the same step without the exchange
+    comm      = step - compute (exchange + waiting for the slowest rank)
+
+Synthetic batches (uniform random token ids, fixed lengths) make every step the same size, so
+throughput does not depend on bucketing or the corpus; tokens are counted on the target side,
+like the trainer's tokens/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+
+def _args(argv: Optional[List[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default=None)
+    p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--batch-sentences", type=int, required=True, help="per-worker batch")
+    p.add_argument("--src-len", type=int, default=24)
+    p.add_argument("--tgt-len", type=int, default=24)
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps of each kind")
+    p.add_argument("--steps", type=int, default=10, help="timed steps of each kind")
+    p.add_argument("--block", type=int, default=5, help="steps per timed block")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True, help="rank 0 writes this JSON")
+    return p.parse_args(argv)
+
+
+def _batch(tf, rng, batch: int, src_len: int, tgt_len: int, vocab: int):
+    """A fixed-shape batch of random ids in [4, vocab) (no padding, so every token counts)."""
+    def ids(length):
+        return tf.constant(rng.integers(4, vocab, size=(batch, length)), tf.int32)
+    return {"source": ids(src_len), "target_in": ids(tgt_len)}, ids(tgt_len)
+
+
+def _timed(model, x, y, steps: int) -> List[float]:
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        model.train_on_batch(x, y)  # returns numpy values: the step has finished
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
+    import numpy as np  # noqa: PLC0415
+
+    from tf_nmt import distributed  # noqa: PLC0415
+    from tf_nmt.compat import tf  # noqa: PLC0415
+    from tf_nmt.config import load_config, preset  # noqa: PLC0415
+    from tf_nmt.training.trainer import build_and_compile  # noqa: PLC0415
+
+    if args.batch_sentences < 1 or args.steps < 1 or args.block < 1:
+        raise ValueError("--batch-sentences, --steps and --block must be >= 1")
+    ctx = distributed.init(enabled=True)
+    cfg = load_config(overrides=args.overrides, base=preset(args.preset) if args.preset else None)
+    tf.random.set_seed(args.seed + ctx.rank)
+    rng = np.random.default_rng(args.seed + 1000 * ctx.rank)
+    x, y = _batch(tf, rng, args.batch_sentences, args.src_len, args.tgt_len, args.vocab_size)
+    full = build_and_compile(cfg, args.vocab_size, ctx)
+    local = build_and_compile(cfg, args.vocab_size, distributed.SINGLE)
+    for model in (full, local):
+        distributed.barrier(ctx)
+        _timed(model, x, y, args.warmup)
+    step_times: List[float] = []
+    compute_times: List[float] = []
+    while len(step_times) < args.steps:
+        n = min(args.block, args.steps - len(step_times))
+        distributed.barrier(ctx)
+        compute_times += _timed(local, x, y, n)
+        distributed.barrier(ctx)
+        step_times += _timed(full, x, y, n)
+    # every rank's medians, averaged (ranks run in lock-step, so they differ little)
+    step = distributed.allreduce_mean(statistics.median(step_times), ctx, name="step_med")
+    compute = distributed.allreduce_mean(statistics.median(compute_times), ctx, name="compute_med")
+    tokens_per_worker = args.batch_sentences * args.tgt_len
+    result = {
+        "world": ctx.size, "per_worker_sentences": args.batch_sentences,
+        "src_len": args.src_len, "tgt_len": args.tgt_len, "vocab_size": args.vocab_size,
+        "global_tokens_per_step": tokens_per_worker * ctx.size,
+        "step_s": step, "compute_s": compute, "comm_s": max(0.0, step - compute),
+        "comm_s_raw": step - compute,  # negative when timing noise exceeds the exchange
+        "tokens_per_s": tokens_per_worker * ctx.size / step,
+        "num_parameters": int(sum(int(np.prod(v.shape)) for v in full.trainable_variables)),
+        "rank0_step_times_s": step_times, "rank0_compute_times_s": compute_times,
+        "overrides": args.overrides, "preset": args.preset,
+    }
+    if ctx.is_chief:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(args.out.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=2))
+        tmp.replace(args.out)
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    run(_args(argv))
+
+
+if __name__ == "__main__":
+    main()
