@@ -48,6 +48,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.quantize_bits is not None:  # re-training under quantisation (train.quantize_*)
         cfg.train.quantize_bits = args.quantize_bits
+    if args.comm:
+        cfg.train.comm = args.comm
     if args.init_from:
         cfg.train.init_from = str(args.init_from)
     if args.embeddings:
@@ -194,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resume checkpoints written by a different number of workers")
     p.add_argument("--quantize-bits", type=int, metavar="B",
                    help="re-train under B-bit quantisation (train.quantize_bits; see train.quantize_*)")
+    p.add_argument("--comm", choices=["dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf"],
+                   help="gradient communication (train.comm; graddrop/fedavg/bmuf options are "
+                        "train.drop_ratio, train.local_gradients, train.average_every, ...)")
     p.add_argument("--init-from", metavar="PARENT",
                    help="initialise a fresh run from a parent run dir or checkpoint prefix "
                         "(train.init_from; ignored on resume)")

@@ -69,6 +69,20 @@ class TrainConfig:
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
     mixed_precision: bool = False
+    # Gradient communication (tf_nmt.distributed.comm): dense | sparse_as_dense | graddrop |
+    # fedavg | bmuf. "dense" is Horovod with sparse_as_dense=False (sparse_as_dense=false with the
+    # default comm means the same); graddrop/fedavg/bmuf use the keys below.
+    comm: str = "sparse_as_dense"
+    drop_ratio: float = 0.99
+    drop_threshold: str = "global"  # global | per_tensor
+    drop_warmup_steps: int = 1000  # drop ratio ramps linearly from 0 to drop_ratio
+    error_feedback: bool = True
+    local_gradients: bool = False  # apply G - S + L, average parameters every average_every
+    one_bit: bool = False  # 1-bit quantise the kept values (sent as sign bits + column means)
+    average_every: int = 500  # P: parameter averaging period (graddrop local, fedavg, bmuf)
+    bmuf_block_momentum: float = 0.5
+    bmuf_block_lr: float = 1.0
+    bmuf_nesterov: bool = True
     # Transfer learning (tf_nmt.training.transfer): a parent run dir or checkpoint prefix whose
     # weights initialise a fresh run; how embedding rows are mapped; keep the LR warm-up or not.
     init_from: str = ""

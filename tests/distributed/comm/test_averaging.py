@@ -1,0 +1,47 @@
+"""ModelAverage and the BMUF block update in one process (the mean over one rank is the rank)."""
+import numpy as np
+import pytest
+
+from tf_nmt.compat import tf
+from tf_nmt.distributed import SINGLE
+from tf_nmt.distributed.comm.averaging import BlockUpdate, ModelAverage, make_sync
+
+
+def test_model_average_of_one_rank_is_identity_and_counts_bytes():
+    v = [tf.Variable([1.0, 2.0]), tf.Variable([[3.0]])]
+    avg = ModelAverage(v, SINGLE)
+    avg.sync()
+    np.testing.assert_array_equal(v[0].numpy(), [1.0, 2.0])
+    assert avg.payload_bytes == 12
+
+
+@pytest.mark.parametrize("momentum, lr, nesterov", [(0.5, 1.0, True), (0.9, 0.7, False),
+                                                    (0.0, 1.0, True)])
+def test_block_update_matches_numpy(momentum, lr, nesterov):
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=5).astype(np.float32)
+    var = tf.Variable(w0)
+    bmuf = BlockUpdate([var], SINGLE, momentum, lr, nesterov)
+    w, delta = w0.astype(np.float64), np.zeros(5)
+    for _ in range(3):
+        local = var.numpy() + rng.normal(size=5).astype(np.float32)  # a block of local steps
+        var.assign(local)
+        bmuf.sync()
+        delta = momentum * delta + lr * (local - w)  # mean over one rank = local
+        w = w + delta
+        expect = w + momentum * delta if nesterov else w
+        np.testing.assert_allclose(var.numpy(), expect, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bmuf.global_params[0].numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_block_update_without_momentum_and_unit_lr_is_averaging():
+    var = tf.Variable([1.0, -2.0])
+    bmuf = make_sync("bmuf", [var], SINGLE, block_momentum=0.0, block_lr=1.0)
+    var.assign([4.0, 5.0])
+    bmuf.sync()
+    np.testing.assert_array_equal(var.numpy(), [4.0, 5.0])
+
+
+def test_unknown_sync_kind():
+    with pytest.raises(ValueError, match="unknown parameter sync"):
+        make_sync("gossip", [tf.Variable(1.0)], SINGLE)

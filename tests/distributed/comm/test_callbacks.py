@@ -1,0 +1,75 @@
+"""Comm callbacks in one process: which ones each mode gets, periodic sync timing, statistics."""
+import json
+
+import numpy as np
+import pytest
+
+from tf_nmt.compat import keras
+from tf_nmt.distributed import SINGLE
+from tf_nmt.distributed.comm import CommSettings, comm_callbacks, wrap_optimizer
+from tf_nmt.distributed.comm.callbacks import CommStats, PeriodicSync
+from tf_nmt.distributed.comm.optimizer import exchange_of
+
+
+class Recorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs.append(dict(logs or {}))
+
+
+def fit(settings, callbacks, steps=6):
+    keras.utils.set_random_seed(1)
+    m = keras.Sequential([keras.layers.Dense(3, input_shape=(5,))])
+    m.compile(optimizer=wrap_optimizer(keras.optimizers.legacy.SGD(0.1), settings, SINGLE), loss="mse")
+    rng = np.random.default_rng(0)
+    m.fit(rng.normal(size=(4 * steps, 5)), rng.normal(size=(4 * steps, 3)), batch_size=4,
+          shuffle=False, verbose=0, callbacks=callbacks)
+    return m
+
+
+@pytest.mark.parametrize("mode, kinds", [
+    ("sparse_as_dense", ["CommStats"]), ("dense", ["CommStats"]), ("graddrop", ["CommStats"]),
+    ("fedavg", ["PeriodicSync", "CommStats"]), ("bmuf", ["PeriodicSync", "CommStats"])])
+def test_single_process_callbacks_per_mode(mode, kinds):
+    assert [type(c).__name__ for c in comm_callbacks(CommSettings(mode=mode), SINGLE)] == kinds
+
+
+def test_periodic_sync_every_p_steps_and_at_the_end():
+    sync = PeriodicSync(SINGLE, every=4)
+    fit(CommSettings(mode="fedavg"), [sync], steps=6)
+    assert sync.syncs == 2  # after step 4, and the final one at step 6
+
+
+def test_stats_for_periodic_averaging_amortise_the_parameter_bytes(tmp_path):
+    settings = CommSettings(mode="fedavg", average_every=3)
+    callbacks = comm_callbacks(settings, SINGLE, log_every=3, log=lambda _m: None,
+                               stats_path=tmp_path / "stats.json")
+    recorder = Recorder()
+    fit(settings, callbacks + [recorder], steps=6)
+    param_bytes = 4 * (5 * 3 + 3)
+    assert [r["comm_bytes"] for r in recorder.logs] == [0, 0, param_bytes, 0, 0, param_bytes]
+    summary = json.loads((tmp_path / "stats.json").read_text())
+    assert summary["sent_bytes_per_step"] == pytest.approx(param_bytes / 3)
+    assert summary["reduction"] == pytest.approx(3.0) and summary["syncs"] == 2
+
+
+def test_stats_for_graddrop_come_from_the_exchange():
+    settings = CommSettings(mode="graddrop", drop_ratio=0.5, drop_warmup_steps=0)
+    lines = []
+    stats = CommStats("graddrop", exchange_of,
+                      None, every=2, log=lines.append)
+    recorder = Recorder()
+    fit(settings, [stats, recorder], steps=4)
+    assert len(stats.history) == 4 and len(lines) == 2 and "density of summed gradient" in lines[0]
+    for entry in recorder.logs:
+        assert 0 < entry["comm_density"] < 1 and entry["comm_bytes"] < entry["comm_dense_bytes"]
+
+
+def test_dense_modes_report_the_dense_allreduce_bytes():
+    recorder = Recorder()
+    fit(CommSettings(mode="sparse_as_dense"),
+        comm_callbacks(CommSettings(mode="sparse_as_dense"), SINGLE, log=lambda _m: None) + [recorder])
+    assert {r["comm_bytes"] for r in recorder.logs} == {4 * 18} and recorder.logs[0]["comm_density"] == 1

@@ -1,0 +1,114 @@
+"""GradDropExchange in one process: ranks simulated by concatenating their encoded tensors."""
+import numpy as np
+import pytest
+
+from tf_nmt.compat import tf
+from tf_nmt.distributed.comm.graddrop import GradDropExchange, ramped_drop_ratio
+from tf_nmt.distributed.comm.settings import CommSettings
+from tf_nmt.ops import densify, grad_drop_global, one_bit_quantize
+
+SHAPES = [(40, 30), (30,), (7, 11, 5)]
+
+
+def grads(seed):
+    rng = np.random.default_rng(seed)
+    return [tf.constant(rng.normal(size=s).astype(np.float32)) for s in SHAPES]
+
+
+def make(**kw):
+    base = dict(mode="graddrop", drop_ratio=0.9, drop_warmup_steps=0)
+    base.update(kw)
+    return CommSettings(**base)
+
+
+def flat(ts):
+    return np.concatenate([np.asarray(t).ravel() for t in ts])
+
+
+@pytest.mark.parametrize("per_tensor", [False, True])
+def test_two_simulated_ranks_sum_what_each_kept(per_tensor):
+    ex = GradDropExchange(make(per_tensor=per_tensor), SHAPES, num_ranks=2)
+    sent, expect, mass = [], np.zeros(ex.total), []
+    for rank in range(2):
+        g, r = grads(rank), grads(10 + rank)
+        positions, values, new_res = ex.drop(g, r, tf.constant(0.9))
+        sent.append(ex.encode(positions, values))
+        # reference: the op's own output, densified tensor by tensor
+        ref = grad_drop_global(g, r, 0.9, seed=0, per_tensor=per_tensor)
+        expect += flat([densify(i, v, s) for (i, v, _), s in zip(ref, SHAPES)])
+        mass.append(flat(g) + flat(r) - flat(new_res))
+    gathered = [tf.concat([s[k] for s in sent], 0) for k in range(3)]
+    pos, vals = ex.decode(gathered)
+    summed = tf.scatter_nd(pos[:, None], vals, [ex.total]).numpy()
+    np.testing.assert_allclose(summed, expect, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(summed, mass[0] + mass[1], rtol=0, atol=1e-5)  # sent + kept = g + r
+    kept = sum(int(tf.size(s[0])) for s in sent)
+    assert 0.05 * ex.total < kept / 2 < 0.2 * ex.total
+
+
+def test_single_rank_update_is_sparse_and_residual_keeps_the_rest():
+    ex = GradDropExchange(make(), SHAPES, num_ranks=1)
+    g = grads(1)
+    residuals = [tf.Variable(tf.zeros(s)) for s in SHAPES]
+    update = flat(ex.exchange(g, residuals, tf.constant(0, tf.int64)))
+    res = flat([r.numpy() for r in residuals])
+    np.testing.assert_allclose(update + res, flat(g), rtol=0, atol=1e-6)
+    assert np.count_nonzero(update) == ex.kept.numpy()
+    assert np.all((update == 0) | (res == 0))
+    stats = ex.step_stats()
+    assert stats["sent_bytes"] == ex.kept.numpy() * (2 + 4) + 4 * 1  # uint16 + float32, 1 block
+    assert stats["density"] == pytest.approx(ex.kept.numpy() / ex.total)
+
+
+def test_local_gradients_with_one_rank_apply_the_local_gradient():
+    """N = 1: C = G - S + L = L exactly, whatever was dropped."""
+    ex = GradDropExchange(make(local_gradients=True), SHAPES, num_ranks=1)
+    g = grads(2)
+    residuals = [tf.Variable(tf.ones(s)) for s in SHAPES]
+    update = ex.exchange(g, residuals, tf.constant(5, tf.int64))
+    np.testing.assert_allclose(flat(update), flat(g), rtol=0, atol=1e-6)
+
+
+def test_without_error_feedback_dropped_mass_is_lost():
+    ex = GradDropExchange(make(error_feedback=False), SHAPES, num_ranks=1)
+    g = grads(3)
+    update = flat(ex.exchange(g, None, tf.constant(0, tf.int64)))
+    assert 0 < np.count_nonzero(update) < 0.2 * ex.total
+    np.testing.assert_array_equal(update[update != 0], flat(g)[update != 0])
+
+
+def test_zero_drop_ratio_is_dense_average():
+    ex = GradDropExchange(make(drop_ratio=0.0), SHAPES, num_ranks=1)
+    g = grads(4)
+    np.testing.assert_array_equal(flat(ex.exchange(g, None, tf.constant(0, tf.int64))), flat(g))
+
+
+def test_one_bit_values_decode_to_the_quantised_values():
+    ex = GradDropExchange(make(one_bit=True), SHAPES, num_ranks=1)
+    g, r = grads(5), [tf.zeros(s) for s in SHAPES]
+    positions, values, new_res = ex.drop(g, r, tf.constant(0.9))
+    pos, vals = ex.decode(ex.encode(positions, values))
+    np.testing.assert_array_equal(pos.numpy(), positions.numpy())
+    np.testing.assert_allclose(vals.numpy(), values.numpy(), rtol=1e-6, atol=0)
+    # reference: the 1-bit op on tensor 0 (each tensor is quantised on its own)
+    i0, v0, r0 = grad_drop_global(g, r, 0.9)[0]
+    q0 = one_bit_quantize(i0, v0, r0)[0].numpy()
+    np.testing.assert_allclose(vals.numpy()[:len(q0)], q0, rtol=1e-6)
+    dense = tf.scatter_nd(pos[:, None], vals, [ex.total]).numpy()
+    np.testing.assert_allclose(dense + flat(new_res), flat(g), atol=1e-5)  # mass kept
+    encoded = ex.encode(positions, values)
+    assert int(encoded[2].shape[0]) == -(-int(tf.size(positions)) // 8)  # 1 bit per value
+
+
+def test_drop_ratio_warm_up_ramps_linearly():
+    got = [float(ramped_drop_ratio(tf.constant(s, tf.int64), 0.99, 100)) for s in (0, 49, 99, 500)]
+    assert got == pytest.approx([0.0099, 0.495, 0.99, 0.99])
+    assert float(ramped_drop_ratio(tf.constant(0, tf.int64), 0.99, 0)) == pytest.approx(0.99)
+
+
+def test_indexed_slices_gradients_are_densified():
+    ex = GradDropExchange(make(drop_ratio=0.0), [(6, 2)], num_ranks=1)
+    sl = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([4, 1]),
+                          tf.constant([6, 2]))
+    out = ex.exchange([sl], None, tf.constant(0, tf.int64))[0].numpy()
+    np.testing.assert_array_equal(out, tf.convert_to_tensor(sl).numpy())

@@ -1,0 +1,66 @@
+"""train.comm and the graddrop/fedavg/bmuf keys: resolution, compatibility and bad values."""
+import pytest
+
+from tf_nmt.config import ConfigError, load_config
+from tf_nmt.distributed.comm.settings import COMM_MODES, resolve_comm
+
+
+def settings(*overrides):
+    return resolve_comm(load_config(overrides=list(overrides)).train)
+
+
+def test_default_is_sparse_as_dense():
+    s = settings()
+    assert s.mode == "sparse_as_dense" and s.sparse_as_dense
+    assert s.average_every == 500 and s.drop_warmup_steps == 1000 and not s.averages_parameters
+
+
+def test_legacy_sparse_as_dense_false_means_dense():
+    s = settings("train.sparse_as_dense=false")
+    assert s.mode == "dense" and not s.sparse_as_dense
+    assert settings("train.comm=dense").sparse_as_dense is False
+
+
+@pytest.mark.parametrize("mode", COMM_MODES)
+def test_every_mode_resolves(mode):
+    assert settings(f"train.comm={mode}").mode == mode
+
+
+def test_graddrop_options():
+    s = settings("train.comm=graddrop", "train.drop_ratio=0.9", "train.drop_threshold=per_tensor",
+                 "train.error_feedback=false", "train.local_gradients=true", "train.one_bit=true",
+                 "train.average_every=7", "train.drop_warmup_steps=0")
+    assert (s.drop_ratio, s.per_tensor, s.error_feedback, s.local_gradients, s.one_bit,
+            s.average_every, s.drop_warmup_steps) == (0.9, True, False, True, True, 7, 0)
+    assert s.averages_parameters
+    assert settings("train.comm=fedavg").averages_parameters
+    assert settings("train.comm=bmuf").averages_parameters
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.comm=allreduce", "unknown mode"),
+    ("train.drop_ratio=1.0", "drop_ratio"),
+    ("train.drop_ratio=-0.1", "drop_ratio"),
+    ("train.drop_threshold=local", "drop_threshold"),
+    ("train.average_every=0", "average_every"),
+    ("train.drop_warmup_steps=-1", "drop_warmup_steps"),
+    ("train.bmuf_block_momentum=1.0", "bmuf_block_momentum"),
+    ("train.bmuf_block_lr=0", "bmuf_block_lr"),
+])
+def test_bad_values_are_clear_errors(override, message):
+    with pytest.raises(ConfigError, match=message):
+        settings(override)
+
+
+def test_local_modes_refuse_gradient_accumulation():
+    with pytest.raises(ConfigError, match="backward_passes_per_step"):
+        settings("train.comm=fedavg", "train.backward_passes_per_step=2")
+
+
+def test_cli_comm_option_sets_the_key():
+    from tf_nmt.cli import build_parser
+
+    args = build_parser().parse_args(["train", "--run-dir", "r", "--comm", "graddrop"])
+    assert args.comm == "graddrop"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--run-dir", "r", "--comm", "topk"])

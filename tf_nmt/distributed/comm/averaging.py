@@ -1,0 +1,79 @@
+"""Periodic parameter synchronisation across ranks: plain averaging and BMUF block updates.
+
+Used by ``fedavg`` (local steps, average every P), by graddrop with local gradients (ranks drift
+apart, so they are averaged every P steps) and, with a block update on top, by ``bmuf``.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+from tf_nmt.compat import tf
+from tf_nmt.distributed.context import DistContext
+
+
+def _mean_over_ranks(ctx: DistContext, tensors: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+    if not ctx.distributed:
+        return [tf.identity(t) for t in tensors]
+    return [ctx.hvd.allreduce(t, op=ctx.hvd.Average, name=f"param_average_{i}")
+            for i, t in enumerate(tensors)]
+
+
+class ModelAverage:
+    """Replace every rank's ``variables`` with their mean over ranks (one allreduce each)."""
+
+    def __init__(self, variables: Sequence[tf.Variable], ctx: DistContext) -> None:
+        self.variables, self.ctx = list(variables), ctx
+        self.payload_bytes = int(sum(int(v.shape.num_elements()) * v.dtype.size
+                                     for v in self.variables))
+        self._fn = tf.function(self._sync)
+
+    def _sync(self) -> None:
+        means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
+        for var, mean in zip(self.variables, means):
+            var.assign(mean)
+
+    def sync(self) -> None:
+        self._fn()
+
+
+class BlockUpdate(ModelAverage):
+    """BMUF (Chen & Huo 2016): W ← W + Δ, Δ ← m Δ + η (mean − W); ranks restart from W (+ m Δ
+    with Nesterov). With m = 0 and η = 1 it is exactly :class:`ModelAverage`.
+
+    ``W`` (the global model at the start of the block) and ``Δ`` live in variables created from
+    the current parameters, so build it after the ranks have been synchronised.
+    """
+
+    def __init__(self, variables: Sequence[tf.Variable], ctx: DistContext, block_momentum: float,
+                 block_lr: float, nesterov: bool = True) -> None:
+        self.momentum, self.block_lr, self.nesterov = block_momentum, block_lr, nesterov
+        super().__init__(variables, ctx)
+        self.global_params = [tf.Variable(v.read_value(), trainable=False) for v in self.variables]
+        self.delta = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
+
+    def _sync(self) -> None:
+        means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
+        for var, mean, w, delta in zip(self.variables, means, self.global_params, self.delta):
+            new_delta = self.momentum * delta + self.block_lr * (mean - w)
+            new_w = w + new_delta
+            delta.assign(new_delta)
+            w.assign(new_w)
+            var.assign(new_w + self.momentum * new_delta if self.nesterov else new_w)
+
+
+def make_sync(kind: str, variables: Sequence[tf.Variable], ctx: DistContext,
+              block_momentum: float = 0.0, block_lr: float = 1.0,
+              nesterov: bool = True) -> ModelAverage:
+    """``"average"`` → :class:`ModelAverage`; ``"bmuf"`` → :class:`BlockUpdate`."""
+    if kind == "average":
+        return ModelAverage(variables, ctx)
+    if kind == "bmuf":
+        return BlockUpdate(variables, ctx, block_momentum, block_lr, nesterov)
+    raise ValueError(f"unknown parameter sync {kind!r}")
+
+
+def broadcast_model(variables: Sequence[Any], ctx: DistContext, root_rank: int = 0) -> None:
+    """Give every rank rank ``root_rank``'s values (before the first step)."""
+    if ctx.distributed:
+        ctx.hvd.broadcast_variables(list(variables), root_rank=root_rank)
+

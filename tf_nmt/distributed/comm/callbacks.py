@@ -1,0 +1,126 @@
+"""Keras callbacks of the communication modes: start in sync, periodic sync, per-step statistics."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from tf_nmt.compat import keras
+from tf_nmt.distributed.comm import wire
+from tf_nmt.distributed.comm.averaging import ModelAverage, broadcast_model, make_sync
+from tf_nmt.distributed.context import DistContext
+
+
+class BroadcastModel(keras.callbacks.Callback):
+    """Rank 0's model variables to every rank when training begins.
+
+    Unlike Horovod's callback (after the first batch, optimizer state included) this leaves
+    each rank's optimizer state alone: GradDrop residuals are per rank and must not be copied.
+    """
+
+    def __init__(self, ctx: DistContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def on_train_begin(self, logs=None):
+        broadcast_model(self.model.variables, self.ctx)
+
+
+class PeriodicSync(keras.callbacks.Callback):
+    """Every ``every`` optimizer steps (and once at the end of training) synchronise the
+    trainable variables: plain averaging or a BMUF block update (see :func:`make_sync`)."""
+
+    def __init__(self, ctx: DistContext, every: int, kind: str = "average", **kwargs: Any) -> None:
+        super().__init__()
+        self.ctx, self.every, self.kind, self.kwargs = ctx, every, kind, kwargs
+        self.sync: Optional[ModelAverage] = None
+        self.last_bytes = 0
+        self.syncs = 0
+
+    def on_train_begin(self, logs=None):
+        if self.sync is None:
+            self.sync = make_sync(self.kind, self.model.trainable_variables, self.ctx, **self.kwargs)
+
+    def _run(self) -> None:
+        self.sync.sync()
+        self.syncs += 1
+        self.last_bytes = self.sync.payload_bytes
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.last_bytes = 0
+        if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
+            self._run()
+
+    def on_train_end(self, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) % self.every != 0:
+            self._run()
+
+
+class CommStats(keras.callbacks.Callback):
+    """Per step: bytes this rank handed to collectives, the dense-allreduce bytes for the same
+    gradients, and (graddrop) the density of the summed sparse gradient.
+
+    Adds ``comm_bytes``, ``comm_dense_bytes`` and ``comm_density`` to the batch logs (so later
+    callbacks, e.g. TensorBoard, see them), prints a line every ``every`` steps and writes the
+    per-step series to ``out_path`` (JSON, atomically) at the end of training.
+    """
+
+    def __init__(self, mode: str, exchange_of: Callable[[Any], Any], sync: Optional[PeriodicSync],
+                 every: int, log: Callable[[str], None] = print,
+                 out_path: Optional[Path] = None, world_size: int = 1) -> None:
+        super().__init__()
+        self.mode, self.exchange_of, self.sync = mode, exchange_of, sync
+        self.every, self.log, self.out_path, self.world_size = every, log, out_path, world_size
+        self.history: List[Dict[str, float]] = []
+
+    def on_train_begin(self, logs=None):
+        self.dense_bytes = wire.dense_bytes(self.model.trainable_variables)
+        self._t0 = time.time()
+
+    def step_stats(self) -> Dict[str, float]:
+        exchange = self.exchange_of(self.model.optimizer)
+        if exchange is not None:
+            stats = exchange.step_stats()
+        elif self.mode in ("dense", "sparse_as_dense"):
+            stats = {"sent_bytes": self.dense_bytes, "density": 1.0}
+        else:  # local steps: nothing sent between syncs
+            stats = {"sent_bytes": 0, "density": 0.0}
+        if self.sync is not None:
+            stats["sent_bytes"] += self.sync.last_bytes
+        stats["dense_bytes"] = self.dense_bytes
+        return stats
+
+    def on_train_batch_end(self, batch, logs=None):
+        stats = self.step_stats()
+        step = int(self.model.optimizer.iterations.numpy())
+        entry = {"step": step, **{k: float(v) for k, v in stats.items()}}
+        self.history.append(entry)
+        if logs is not None:
+            logs.update(comm_bytes=entry["sent_bytes"], comm_dense_bytes=entry["dense_bytes"],
+                        comm_density=entry["density"])
+        if step % self.every == 0:
+            recent = self.history[-self.every:]
+            sent = sum(e["sent_bytes"] for e in recent) / len(recent)
+            ratio = self.dense_bytes / sent if sent else float("inf")
+            self.log(f"comm {self.mode} step {step}: {sent / 1e3:,.1f} kB/step sent vs "
+                     f"{self.dense_bytes / 1e3:,.1f} kB dense ({ratio:,.1f}x fewer), density of "
+                     f"summed gradient {entry['density']:.4f}")
+
+    def summary(self) -> Dict[str, Any]:
+        steps = len(self.history)
+        sent = sum(e["sent_bytes"] for e in self.history) / steps if steps else 0.0
+        return {"mode": self.mode, "steps": steps, "world_size": self.world_size,
+                "dense_bytes_per_step": self.dense_bytes, "sent_bytes_per_step": sent,
+                "reduction": (self.dense_bytes / sent) if sent else None,
+                "mean_density": (sum(e["density"] for e in self.history) / steps) if steps else None,
+                "mean_kept_fraction": (sum(e.get("kept_fraction", e["density"]) for e in self.history)
+                                       / steps) if steps else None,
+                "syncs": self.sync.syncs if self.sync is not None else 0,
+                "per_step": self.history}
+
+    def on_train_end(self, logs=None):
+        if self.out_path is not None:
+            from tf_nmt.data.tokenizer import write_bytes_atomic  # noqa: PLC0415
+
+            write_bytes_atomic(Path(self.out_path), json.dumps(self.summary()).encode())

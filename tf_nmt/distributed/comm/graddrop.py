@@ -1,0 +1,169 @@
+"""Gradient dropping across ranks (Aji & Heafield 2017) with optional local-gradient incorporation.
+
+Per step each rank: adds its residual to its gradient, keeps the top (1 - R) of ``|g + r|``
+(``tf_nmt.ops.grad_drop_global``: one threshold over all tensors, or per tensor), keeps the rest as
+its new residual (error feedback; off: the rest is discarded), and allgathers the kept entries as
+(block-coded positions, values) over the concatenation of all tensors. Every rank sums what it
+received into the same dense G and divides by N, matching the averaging of dense allreduce; at
+R = 0 this is exactly dense training.
+
+Local gradients (Aji, Heafield & Bogoychev 2019): each rank applies ``C = G + (L - S) / N``, i.e.
+its own share of the average is its full dense gradient L (without residual) instead of the sparse
+S it sent; ranks then drift apart, so parameters are averaged every P steps (a callback).
+
+With ``one_bit`` the kept values are 1-bit quantised per column (``one_bit_quantize``, error into
+the residual) and sent as packed sign bits plus each tensor's per-column means.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+from tf_nmt.compat import tf
+from tf_nmt.distributed.comm import wire
+from tf_nmt.distributed.comm.settings import CommSettings
+from tf_nmt.ops import grad_drop_global, num_columns, one_bit_quantize
+
+Gather = Callable[[tf.Tensor, str], tf.Tensor]
+
+
+def ramped_drop_ratio(step: tf.Tensor, drop_ratio: float, warmup_steps: int) -> tf.Tensor:
+    """R at optimizer step ``step`` (0-based): linear from R/W at step 0 to R at step W-1 and on."""
+    if warmup_steps <= 0:
+        return tf.constant(drop_ratio, tf.float32)
+    frac = tf.minimum(1.0, tf.cast(step + 1, tf.float32) / float(warmup_steps))
+    return tf.constant(drop_ratio, tf.float32) * frac
+
+
+def horovod_gather(hvd: Any) -> Gather:
+    """Concatenate a tensor from every rank along axis 0 (``hvd.allgather``)."""
+    return lambda tensor, name: hvd.allgather(tensor, name=name)
+
+
+def local_gather(tensor: tf.Tensor, name: str) -> tf.Tensor:  # noqa: ARG001 - same signature
+    """The single-process "allgather": this rank's tensor."""
+    return tensor
+
+
+class GradDropExchange:
+    """Turns this rank's gradients into the exchanged ones; keeps per-step statistics."""
+
+    def __init__(self, settings: CommSettings, shapes: Sequence[tf.TensorShape], num_ranks: int,
+                 gather: Gather = local_gather, seed: int = 0) -> None:
+        self.settings, self.num_ranks, self.gather, self.seed = settings, num_ranks, gather, seed
+        self.shapes = [tf.TensorShape(s) for s in shapes]
+        self.sizes = [int(s.num_elements()) for s in self.shapes]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.total = int(self.offsets[-1])
+        self.dense_bytes = 4 * self.total
+        self.columns = [wire_columns(s) for s in self.shapes]
+        self.column_offsets = np.concatenate([[0], np.cumsum(self.columns)]).astype(np.int64)
+        with tf.init_scope():  # may be built while Keras traces the train step
+            self.sent_bytes = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_sent_bytes")
+            self.kept = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_kept")
+            self.union = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_union")
+            self.ratio = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="gd_ratio")
+
+    # -- sender -----------------------------------------------------------------------------
+    def drop(self, grads: List[tf.Tensor], residuals: List[tf.Tensor], drop_ratio: tf.Tensor):
+        """(sorted global positions, values to send, new residuals) for this rank."""
+        dropped = grad_drop_global(grads, residuals, drop_ratio, seed=self.seed,
+                                   per_tensor=self.settings.per_tensor)
+        positions, values, new_residuals = [], [], []
+        for i, (idx, vals, res) in enumerate(dropped):
+            if self.settings.one_bit:
+                vals, res, _, _ = one_bit_quantize(idx, vals, res)
+            positions.append(idx + int(self.offsets[i]))
+            values.append(vals)
+            new_residuals.append(res)
+        return tf.concat(positions, 0), tf.concat(values, 0), new_residuals
+
+    def _one_bit_means(self, positions: tf.Tensor, values: tf.Tensor):
+        """Per global column: the (positive, negative) value every kept entry was quantised to."""
+        cols = self._global_columns(positions)
+        n = int(self.column_offsets[-1])
+        pos = tf.math.unsorted_segment_max(tf.where(values > 0, values, 0.0), cols, n)
+        neg = tf.math.unsorted_segment_min(tf.where(values < 0, values, 0.0), cols, n)
+        return tf.maximum(pos, 0.0), tf.minimum(neg, 0.0)
+
+    def _global_columns(self, positions: tf.Tensor) -> tf.Tensor:
+        tensor = tf.searchsorted(tf.constant(self.offsets[1:]), positions, side="right")
+        local = positions - tf.gather(tf.constant(self.offsets), tensor)
+        return (tf.gather(tf.constant(self.column_offsets[:-1]), tensor)
+                + local % tf.gather(tf.constant(self.columns, tf.int64), tensor))
+
+    def encode(self, positions: tf.Tensor, values: tf.Tensor) -> List[tf.Tensor]:
+        """The tensors this rank hands to the allgathers."""
+        if self.settings.one_bit:
+            keep = tf.not_equal(values, 0.0)  # a kept zero carries nothing; 1 bit cannot say "0"
+            positions, values = tf.boolean_mask(positions, keep), tf.boolean_mask(values, keep)
+        low, counts = wire.encode_indices(positions, self.total)
+        if not self.settings.one_bit:
+            return [low, counts, values]
+        pos_means, neg_means = self._one_bit_means(positions, values)
+        return [low, counts, wire.pack_signs(values > 0), pos_means, neg_means]
+
+    # -- receiver ---------------------------------------------------------------------------
+    def decode(self, gathered: List[tf.Tensor]):
+        """(positions, values) of every rank's kept entries, rank after rank."""
+        low, counts = gathered[0], gathered[1]
+        positions = wire.decode_indices(low, counts, self.total)
+        if not self.settings.one_bit:
+            return positions, gathered[2]
+        bits, pos_means, neg_means = gathered[2:]
+        nb = wire.num_blocks(self.total)
+        per_rank = tf.reduce_sum(tf.reshape(counts, [-1, nb]), axis=1)  # entries sent by each rank
+        ranks = tf.size(per_rank)
+        rank_of = tf.repeat(tf.range(ranks), per_rank)
+        first_entry = tf.cumsum(per_rank, exclusive=True)
+        first_bit = 8 * tf.cumsum((per_rank + 7) // 8, exclusive=True)
+        entry = tf.range(tf.size(rank_of))
+        bit = tf.gather(first_bit, rank_of) + entry - tf.gather(first_entry, rank_of)
+        positive = tf.gather(wire.unpack_signs(bits), bit)
+        n_cols = int(self.column_offsets[-1])
+        table = tf.cast(rank_of, tf.int64) * n_cols + self._global_columns(positions)
+        values = tf.where(positive, tf.gather(pos_means, table), tf.gather(neg_means, table))
+        return positions, values
+
+    # -- one step ---------------------------------------------------------------------------
+    def exchange(self, grads: Sequence[Any], residuals: Optional[Sequence[tf.Variable]],
+                 step: tf.Tensor) -> List[tf.Tensor]:
+        """The gradients to apply on this rank; updates ``residuals`` (error feedback) in place."""
+        dense = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads]  # IndexedSlices too
+        res_in = ([tf.convert_to_tensor(r) for r in residuals] if residuals is not None
+                  else [tf.zeros_like(g) for g in dense])
+        ratio = ramped_drop_ratio(step, self.settings.drop_ratio, self.settings.drop_warmup_steps)
+        positions, values, new_residuals = self.drop(dense, res_in, ratio)
+        sent = self.encode(positions, values)
+        gathered = [self.gather(t, f"graddrop_{i}") for i, t in enumerate(sent)]
+        all_positions, all_values = self.decode(gathered)
+        summed = tf.scatter_nd(all_positions[:, None], all_values, [self.total])
+        update = summed / float(self.num_ranks)
+        if self.settings.local_gradients:
+            own_positions, own_values = self.decode(sent)
+            own = tf.scatter_nd(own_positions[:, None], own_values, [self.total])
+            local = tf.concat([tf.reshape(g, [-1]) for g in dense], 0)
+            update = update + (local - own) / float(self.num_ranks)
+        ops = [self.sent_bytes.assign(wire.tensor_bytes(sent)),
+               self.kept.assign(tf.cast(tf.size(positions), tf.int64)),
+               self.union.assign(tf.cast(tf.size(tf.unique(all_positions).y), tf.int64)),
+               self.ratio.assign(ratio)]
+        if residuals is not None:
+            ops += [r.assign(n) for r, n in zip(residuals, new_residuals)]
+        with tf.control_dependencies(ops):
+            pieces = tf.split(update, self.sizes) if len(self.sizes) > 1 else [update]
+            return [tf.cast(tf.reshape(p, s), g.dtype) for p, s, g in zip(pieces, self.shapes, grads)]
+
+    def step_stats(self) -> dict:
+        """Statistics of the last exchange (read eagerly after a step)."""
+        kept = int(self.kept.numpy())
+        return {"sent_bytes": int(self.sent_bytes.numpy()), "kept": kept,
+                "kept_fraction": kept / max(self.total, 1),
+                "density": int(self.union.numpy()) / max(self.total, 1),
+                "drop_ratio": float(self.ratio.numpy()), "dense_bytes": self.dense_bytes}
+
+
+def wire_columns(shape: tf.TensorShape) -> int:
+    """Columns of a tensor for 1-bit quantisation (as ``tf_nmt.ops.one_bit_quantize`` uses)."""
+    return num_columns(shape.as_list())

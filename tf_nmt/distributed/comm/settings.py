@@ -1,0 +1,67 @@
+"""Which gradient communication a run uses, validated once from the ``train.*`` config keys."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tf_nmt.config import ConfigError, TrainConfig
+
+COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
+HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
+
+
+@dataclass(frozen=True)
+class CommSettings:
+    """The resolved communication mode and its parameters (see TrainConfig for the keys)."""
+
+    mode: str = "sparse_as_dense"
+    drop_ratio: float = 0.99
+    per_tensor: bool = False
+    drop_warmup_steps: int = 1000
+    error_feedback: bool = True
+    local_gradients: bool = False
+    one_bit: bool = False
+    average_every: int = 500
+    block_momentum: float = 0.5
+    block_lr: float = 1.0
+    nesterov: bool = True
+
+    @property
+    def sparse_as_dense(self) -> bool:
+        """Horovod's densify-before-allreduce flag (only meaningful for the Horovod modes)."""
+        return self.mode != "dense"
+
+    @property
+    def averages_parameters(self) -> bool:
+        """Ranks drift apart between periodic parameter averages."""
+        return self.mode in ("fedavg", "bmuf") or (self.mode == "graddrop" and self.local_gradients)
+
+
+def resolve_comm(t: TrainConfig) -> CommSettings:
+    """:class:`CommSettings` from ``train.*``; raises ConfigError on a bad value.
+
+    ``train.sparse_as_dense=false`` with the default ``train.comm=sparse_as_dense`` selects
+    ``dense`` (the key predates ``train.comm``).
+    """
+    if t.comm not in COMM_MODES:
+        raise ConfigError(f"train.comm: unknown mode {t.comm!r} (valid: {', '.join(COMM_MODES)})")
+    mode = "dense" if t.comm == "sparse_as_dense" and not t.sparse_as_dense else t.comm
+    if not 0.0 <= t.drop_ratio < 1.0:
+        raise ConfigError(f"train.drop_ratio must be in [0, 1), got {t.drop_ratio}")
+    if t.drop_threshold not in ("global", "per_tensor"):
+        raise ConfigError(f"train.drop_threshold must be 'global' or 'per_tensor', "
+                          f"got {t.drop_threshold!r}")
+    if t.drop_warmup_steps < 0:
+        raise ConfigError(f"train.drop_warmup_steps must be >= 0, got {t.drop_warmup_steps}")
+    if t.average_every < 1:
+        raise ConfigError(f"train.average_every must be >= 1, got {t.average_every}")
+    if not 0.0 <= t.bmuf_block_momentum < 1.0:
+        raise ConfigError(f"train.bmuf_block_momentum must be in [0, 1), got {t.bmuf_block_momentum}")
+    if t.bmuf_block_lr <= 0.0:
+        raise ConfigError(f"train.bmuf_block_lr must be > 0, got {t.bmuf_block_lr}")
+    if mode not in HOROVOD_MODES and t.backward_passes_per_step != 1:
+        raise ConfigError(f"train.comm={mode} does not support train.backward_passes_per_step > 1")
+    return CommSettings(mode=mode, drop_ratio=t.drop_ratio, per_tensor=t.drop_threshold == "per_tensor",
+                        drop_warmup_steps=t.drop_warmup_steps, error_feedback=t.error_feedback,
+                        local_gradients=t.local_gradients, one_bit=t.one_bit,
+                        average_every=t.average_every, block_momentum=t.bmuf_block_momentum,
+                        block_lr=t.bmuf_block_lr, nesterov=t.bmuf_nesterov)
