@@ -73,3 +73,16 @@ def test_dense_modes_report_the_dense_allreduce_bytes():
     fit(CommSettings(mode="sparse_as_dense"),
         comm_callbacks(CommSettings(mode="sparse_as_dense"), SINGLE, log=lambda _m: None) + [recorder])
     assert {r["comm_bytes"] for r in recorder.logs} == {4 * 18} and recorder.logs[0]["comm_density"] == 1
+
+
+def test_resumed_run_keeps_the_earlier_steps_in_the_stats_file(tmp_path):
+    settings = CommSettings(mode="fedavg", average_every=3)
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps({"per_step": [{"step": 0, "sent_bytes": 5.0, "density": 0.0,
+                                              "dense_bytes": 72.0},
+                                             {"step": 9, "sent_bytes": 7.0, "density": 0.0,
+                                              "dense_bytes": 72.0}]}))
+    callbacks = comm_callbacks(settings, SINGLE, log=lambda _m: None, stats_path=path)
+    fit(settings, callbacks, steps=2)  # a fresh model: iterations start at 0
+    steps = [e["step"] for e in json.loads(path.read_text())["per_step"]]
+    assert steps == [0, 1, 2]  # step 9 was after the resume point; 0 kept, then the new ones

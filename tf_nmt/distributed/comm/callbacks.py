@@ -63,7 +63,9 @@ class CommStats(keras.callbacks.Callback):
 
     Adds ``comm_bytes``, ``comm_dense_bytes`` and ``comm_density`` to the batch logs (so later
     callbacks, e.g. TensorBoard, see them), prints a line every ``every`` steps and writes the
-    per-step series to ``out_path`` (JSON, atomically) at the end of training.
+    per-step series to ``out_path`` (JSON, atomically) at the end of training; a resumed run
+    keeps the steps the file already holds. For ``dense`` (Horovod allgathers IndexedSlices) the
+    bytes reported are those of the densified gradients, i.e. what ``sparse_as_dense`` sends.
     """
 
     def __init__(self, mode: str, exchange_of: Callable[[Any], Any], sync: Optional[PeriodicSync],
@@ -77,6 +79,10 @@ class CommStats(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.dense_bytes = wire.dense_bytes(self.model.trainable_variables)
         self._t0 = time.time()
+        if self.out_path is not None and Path(self.out_path).is_file():  # a resumed run
+            step = int(self.model.optimizer.iterations.numpy())
+            earlier = json.loads(Path(self.out_path).read_text()).get("per_step", [])
+            self.history = [e for e in earlier if e["step"] <= step] + self.history
 
     def step_stats(self) -> Dict[str, float]:
         exchange = self.exchange_of(self.model.optimizer)
