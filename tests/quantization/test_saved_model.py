@@ -43,8 +43,11 @@ def test_serves_in_a_fresh_process_and_is_seven_times_smaller(packed, tmp_path):
     expected = translate_texts(make_translate_fn(model, tokenizer, beam_size=2), tokenizer, TEXTS)
     export_dir = export_packed_saved_model(model, tokenizer, packed, tmp_path / "q4", beam_size=2)
     loaded = tf.saved_model.load(str(export_dir))
-    assert {v.dtype for v in loaded.codes} == {tf.uint8}
-    assert all(v.dtype == tf.float32 and v.shape.rank == 1 for v in loaded.kept)  # biases, norms
+    quantized = [e for e in packed.entries if e.quantized]
+    assert loaded.codes.dtype == tf.uint8  # the weights on disk: one stream of 4-bit codes
+    assert loaded.codes.shape == [sum(e.size for e in quantized) // 2]
+    assert loaded.scales.shape == [len(quantized)]
+    assert loaded.kept.shape == [sum(e.size for e in packed.entries if not e.quantized)]  # biases, norms
     here = loaded.signatures["serving_default"](texts=tf.constant(TEXTS))["translations"].numpy()
     assert [t.decode() for t in here] == expected
     assert serve_in_fresh_process(export_dir, TEXTS) == expected

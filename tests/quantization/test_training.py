@@ -7,6 +7,8 @@ pytestmark = pytest.mark.slow  # trains a tiny model three times
 
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
+from tf_nmt import cli
+from tf_nmt.quantization.packed_file import read_packed
 from tf_nmt.training.trainer import load_trained_model, train
 
 QUANT = ["train.quantize_bits=4", "train.steps_per_cycle=10"]
@@ -29,6 +31,19 @@ def test_quantized_training_learns_stays_on_grid_and_resumes_exactly(tmp_path):
     matrices = [w for w in model.weights if len(w.shape) == 2]
     assert matrices and all(on_log_grid(w.numpy()) for w in matrices)
     assert all(np.unique(w.numpy()).size > 16 for w in model.weights if len(w.shape) == 1)  # fp32
+
+    # Packing the re-trained weights is lossless: they already are on the grid.
+    packed_path = tmp_path / "q4.tfq"
+    assert cli.main(["quantize", "--run-dir", str(tmp_path / "straight"), "--bits", "4",
+                     "--output", str(packed_path)]) == 0
+    packed = read_packed(packed_path)
+    assert packed.policy.bits == 4 and packed.config["train"]["quantize_bits"] == 4
+    for w, e in zip(model.get_weights(), packed.entries):
+        np.testing.assert_array_equal(e.dequantize(packed.policy), w)
+    assert cli.main(["quantize", "--run-dir", str(tmp_path / "straight"), "--output", str(packed_path)]) == 2
+    packed_path.write_bytes(packed_path.read_bytes()[:-1])
+    assert cli.main(["export", "--quantized", str(packed_path), "--export-dir", str(tmp_path / "e")]) == 2
+    assert not (tmp_path / "e").exists()
 
     train(tiny_config(data_dir, "train.train_steps=10", *QUANT), tmp_path / "split", log=lambda _m: None)
     train(tiny_config(data_dir, "train.train_steps=20", *QUANT), tmp_path / "split", log=lambda _m: None)

@@ -73,29 +73,31 @@ class PackedTranslator(tf.Module):
         policy = packed.policy
         self.tokenizer = tokenizer
         self.bits = tf.constant(policy.bits)
-        self.codes, self.scales, self.kept = [], [], []
-        plan = []  # per entry: ("packed", i, count, shape) or ("kept", i)
-        for e in packed.entries:
-            if e.quantized:
-                self.codes.append(tf.Variable(pack_codes(e.codes.ravel(), policy.bits),
-                                              trainable=False, name="codes"))
-                self.scales.append(tf.Variable(np.float32(e.scale), trainable=False, name="scale"))
-                plan.append(("packed", len(self.codes) - 1, e.size, e.shape))
-            else:
-                self.kept.append(tf.Variable(e.values, trainable=False, name="kept"))
-                plan.append(("kept", len(self.kept) - 1, e.size, e.shape))
+        # Three variables in all (one code stream, one scale vector, one float32 vector) keep the
+        # graph and its save/restore functions small; per-tensor boundaries are graph constants.
+        quantized = [e for e in packed.entries if e.quantized]
+        kept = [e for e in packed.entries if not e.quantized]
+        q_sizes, k_sizes = [e.size for e in quantized], [e.size for e in kept]
+        stream = np.concatenate([e.codes.ravel() for e in quantized] or [np.zeros(0, np.uint8)])
+        self.codes = tf.Variable(pack_codes(stream.astype(np.uint8), policy.bits), trainable=False, name="codes")
+        self.scales = tf.Variable(np.array([e.scale for e in quantized], np.float32), trainable=False,
+                                  name="scales")
+        self.kept = tf.Variable(np.concatenate([e.values.ravel() for e in kept] or [np.zeros(0)])
+                                .astype(np.float32), trainable=False, name="kept")
         slots = variable_slots(model)
         model_vars = {v.ref() for v in model.weights}
 
         def weights() -> List[tf.Tensor]:
-            out = []
-            for kind, i, count, shape in plan:
-                if kind == "kept":
-                    out.append(tf.convert_to_tensor(self.kept[i]))
-                else:
-                    codes = unpack_codes_tf(self.codes[i], count, policy.bits)
-                    out.append(tf.reshape(decode_tf(codes, self.scales[i], policy.bits, policy.kind), shape))
-            return out
+            parts = {"packed": [], "kept": []}
+            if quantized:
+                codes = unpack_codes_tf(self.codes, int(sum(q_sizes)), policy.bits)
+                scales = tf.repeat(self.scales, q_sizes)  # each code's tensor scale
+                parts["packed"] = tf.split(decode_tf(codes, scales, policy.bits, policy.kind), q_sizes)
+            if kept:
+                parts["kept"] = tf.split(self.kept, k_sizes)
+            taken = {"packed": iter(parts["packed"]), "kept": iter(parts["kept"])}
+            return [tf.reshape(next(taken["packed" if e.quantized else "kept"]), e.shape)
+                    for e in packed.entries]
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
         def serve(texts: tf.Tensor) -> Dict[str, tf.Tensor]:
