@@ -1,0 +1,52 @@
+"""Asynchronous SGD on a real local parameter-server cluster (2 worker + 1 ps server processes
+on 127.0.0.1, driven from a child process: see async_case.py): exact update counts under
+concurrent pushes, staleness measured, loss falls."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed.async_case import TRUE_W
+
+pytestmark = pytest.mark.slow  # starts TensorFlow server processes
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = [{"pushes": 40, "k": 1}, {"pushes": 40, "k": 2},
+         {"pushes": 24, "k": 2, "synchronous": True, "refresh_every": 3}]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-m", "tests.distributed.async_case", json.dumps(CASES)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("REPORTS ")), None)
+    assert line is not None, f"async case failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    return json.loads(line[len("REPORTS "):])
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_async_k_way_accumulation_counts_and_staleness(reports, case):
+    k, report = CASES[case]["k"], reports[case]
+    assert report["pushes"] == 40 and report["updates"] == 40 // k  # exactly one per k pushes
+    assert sum(report["applied"]) == 40 // k
+    assert sum(report["histogram"]) == 40 == len(report["staleness"])
+    assert np.bincount(report["staleness"]).tolist() == report["histogram"]
+    assert report["losses"][-1] < 0.1 * report["losses"][0]
+    assert np.abs(np.array(report["kernel"]) - TRUE_W.ravel()).max() < 0.5
+
+
+def test_synchronous_rounds_with_artificial_staleness(reports):
+    report = reports[2]
+    assert report["updates"] == 12
+    # rounds of 2 pushes = 1 update; parameters pulled every 3 updates: staleness 0, 1, 2
+    assert report["histogram"] == [8, 8, 8]
+    assert report["losses"][-1] < report["losses"][0]
+
+
+def test_cluster_stops_its_servers(reports):
+    assert reports[-1] == {"servers_started": 3, "servers_left_running": 0}
