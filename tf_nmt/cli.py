@@ -61,6 +61,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_async(args: argparse.Namespace) -> int:
+    from tf_nmt.training.async_trainer import train_nmt_async
+
+    train_nmt_async(_config(args), Path(args.run_dir), workers=args.workers, k=args.k,
+                    synchronous=args.synchronous, refresh_every=args.refresh_every)
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tf_nmt.evaluation.evaluate import evaluate_run
     from tf_nmt.training.trainer import write_json_atomic
@@ -208,6 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --init-from: drop the learning-rate warm-up (train.init_warmup=false)")
     _add_config_args(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("train-async", help="asynchronous SGD on a local parameter-server cluster")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--workers", type=int, default=2, help="worker processes (plus one ps)")
+    p.add_argument("--k", type=int, default=1,
+                   help="pushes the server accumulates (summed) per update; 1 = plain async")
+    p.add_argument("--synchronous", action="store_true",
+                   help="rounds of k pushes, each round waited for (synchronous SGD)")
+    p.add_argument("--refresh-every", type=int, default=0, metavar="U",
+                   help="artificial staleness: gradients on parameters pulled every U updates")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_train_async)
 
     p = sub.add_parser("evaluate", help="beam-search translate a split and score it with sacreBLEU")
     p.add_argument("--run-dir", type=Path, required=True)

@@ -1,0 +1,105 @@
+"""``tf-nmt train-async``: the configured NMT model trained with asynchronous SGD on a local
+parameter-server cluster (:mod:`tf_nmt.distributed.async_sgd`), optionally with K-way global
+accumulation, synchronous rounds or artificial staleness.
+
+The run directory has the usual layout (config.yaml, vocab.model, meta.json, checkpoints/), so
+``tf-nmt evaluate``/``export``/``translate`` work on it; ``async.json`` holds the staleness
+report. Each worker reads the whole training set in its own random order (unseeded shuffles:
+asynchronous training is not reproducible anyway). Fresh runs only (no resume).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Dict
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.config import Config
+from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.vocabulary import ensure_vocab, load_split
+from tf_nmt.models import build_model
+from tf_nmt.models.losses import LabelSmoothedCrossEntropy
+from tf_nmt.training.checkpoints import make_manager
+from tf_nmt.training.run_dir import RunDir, RunDirError
+from tf_nmt.training.schedules import build_schedule
+
+
+def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchronous: bool = False,
+                    refresh_every: int = 0, log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each); returns the report."""
+    from tf_nmt.distributed.async_sgd import train_async
+    from tf_nmt.distributed.ps_cluster import LocalPSCluster
+    from tf_nmt.training.trainer import run_meta, write_json_atomic
+
+    run = RunDir(Path(run_dir))
+    if run.meta_path.exists() or run.has_checkpoint():
+        raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    t = cfg.train
+    keras.utils.set_random_seed(t.seed)
+    data_dir = Path(cfg.data.data_dir)
+    tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
+    corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
+    warmup = t.warmup_steps
+    params: Dict[str, Any] = {"peak_lr": t.peak_lr}
+    if t.schedule in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
+        params["warmup_steps"] = warmup
+    elif t.schedule == "step_decay":
+        params.update(decay_start=t.decay_start, decay_every=t.decay_every, decay_factor=t.decay_factor)
+    loss_object = LabelSmoothedCrossEntropy(t.label_smoothing)
+
+    def build():
+        model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)
+        model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
+        return model
+
+    def loss_fn(model, batch):
+        inputs, labels = batch
+        return loss_object(labels, model(inputs, training=True))
+
+    sized = _SizedCorpus(corpus.source, corpus.target, len(corpus))
+
+    def dataset_fn():  # traced on the workers: the corpus length must be a Python int
+        return make_dataset(sized, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
+                            repeat=True, seed=None)
+
+    def optimizer():
+        schedule = build_schedule(t.schedule, **params)
+        return keras.optimizers.Adam(schedule, beta_1=t.beta_1, beta_2=t.beta_2, epsilon=t.epsilon)
+
+    pushes = t.train_steps * k
+    log(f"{cfg.model.kind}: async SGD on {workers} worker(s) + 1 ps (127.0.0.1), k={k}, "
+        f"{'synchronous rounds, ' if synchronous else ''}refresh_every={refresh_every}, "
+        f"{t.train_steps} updates = {pushes} pushes")
+    with LocalPSCluster(num_workers=workers) as cluster:
+        out = train_async(cluster.strategy, cluster.coordinator, build, loss_fn, dataset_fn,
+                          optimizer, pushes=pushes, k=k, refresh_every=refresh_every,
+                          synchronous=synchronous)
+        model = out["model"]
+        run.root.mkdir(parents=True, exist_ok=True)
+        tokenizer.save(run.vocab_path)
+        cfg.save(run.config_path)
+        run.write_meta(run_meta(cfg, tokenizer, workers))
+        make_manager(tf.train.Checkpoint(model=model), run.checkpoints, 1).save(
+            checkpoint_number=t.train_steps)
+    report = dict(out["report"])
+    report.update(workers=workers, model_kind=cfg.model.kind, peak_lr=t.peak_lr)
+    losses = report["losses"]
+    tail = losses[-max(1, len(losses) // 10):]
+    report["final_loss"] = sum(tail) / len(tail)
+    report["diverged"] = not math.isfinite(report["final_loss"])
+    write_json_atomic(run.root / "async.json", report)
+    log(f"{report['updates']} updates from {report['pushes']} pushes in {report['seconds']:.1f} s; "
+        f"staleness mean {report['mean']:.2f}, max {report['max']}; final loss {report['final_loss']:.4f}")
+    return report
+
+
+class _SizedCorpus:
+    """An encoded corpus whose length is known without running a TensorFlow op."""
+
+    def __init__(self, source: tf.RaggedTensor, target: tf.RaggedTensor, size: int) -> None:
+        self.source, self.target, self._size = source, target, int(size)
+
+    def __len__(self) -> int:
+        return self._size
