@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tf_nmt.scaling.efficiency import strong_split  # noqa: E402
 from tf_nmt.scaling.signals import interrupt_on_signals  # noqa: E402
-from tf_nmt.scaling.study import (LAUNCHERS, StudySpec, launch_command, run_study,  # noqa: E402
-                                  worker_command, write_json_new)
+from tf_nmt.scaling.study import (LAUNCHERS, StudySpec, launch_command, merge_studies,  # noqa: E402
+                                  run_study, worker_command, write_json_new)
 
 
 def _ints(text: str):
@@ -39,7 +39,7 @@ def _names(text: str):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--launcher", choices=LAUNCHERS, default="local")
-    p.add_argument("--workers", type=_ints, default=[1, 2], help="e.g. 1,2,4 (must include 1)")
+    p.add_argument("--workers", type=_ints, default=[1, 2], help="e.g. 1,2,4 (efficiency needs N=1 here or in a study merged later)")
     p.add_argument("--kinds", type=_names, default=["weak", "strong"], help="weak,strong")
     p.add_argument("--comm", type=_names, default=["dense", "sparse_as_dense"],
                    help="comm modes, e.g. dense,sparse_as_dense,graddrop")
@@ -55,10 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--preset")
     p.add_argument("--set", dest="overrides", action="append", default=[])
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--block", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    p.add_argument("--estimator", choices=("min", "median"), default="min",
+                   help="per-step statistic (min resists load from other processes)")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--work-dir", type=Path, help="per-run JSON and logs (default: a temp dir)")
     p.add_argument("--out", type=Path, default=Path("results/scaling.json"))
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", default="")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print the launch commands only")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="STUDY_JSON",
+                   help="combine earlier studies (e.g. one per link) into --out, redo tables/plots")
     return p
 
 
@@ -78,11 +82,16 @@ def spec_from_args(args) -> StudySpec:
                      src_len=args.src_len, tgt_len=args.tgt_len, vocab_size=args.vocab_size,
                      preset=args.preset, overrides=args.overrides, steps=args.steps,
                      warmup=args.warmup, block=args.block, threads=args.threads,
+                     estimator=args.estimator,
                      timeout=args.timeout)
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.merge:
+        doc = merge_studies([json.loads(p.read_text()) for p in args.merge])
+        doc["merged_from"] = [str(p) for p in args.merge]
+        return _finish(args, doc, args.title or "merged study")
     spec = spec_from_args(args)
     spec.validate()
     if args.dry_run:
@@ -105,12 +114,18 @@ def main(argv=None) -> int:
         print(f"interrupted ({exc}); ranks stopped, namespaces removed, nothing written",
               file=sys.stderr)
         return 130
-    doc["title"] = args.title
-    print(doc["table_markdown"])
+    return _finish(args, doc, args.title or f"{spec.launcher} {','.join(spec.link_labels())}")
+
+
+def _finish(args, doc, title: str) -> int:
+    """Print the table, write the plots and the JSON (refusing to overwrite without --overwrite)."""
+    if args.out.exists() and not args.overwrite:
+        raise SystemExit(f"{args.out} exists: pass --overwrite to replace it")
     from tf_nmt.scaling.plots import plot_study  # noqa: PLC0415
 
+    doc["title"] = title
+    print(doc["table_markdown"])
     prefix = args.plot_prefix or args.out.stem
-    title = args.title or f"{spec.launcher} {','.join(spec.link_labels())}"
     doc["plots"] = [str(p) for p in plot_study(doc["rows"], args.plots_dir or args.out.parent,
                                                title, prefix)]
     write_json_new(args.out, doc, overwrite=args.overwrite)

@@ -14,7 +14,7 @@ TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"workers": [2, 4]}, "N=1"),
+    ({"workers": [0, 2]}, ">= 1"),
     ({"workers": [1, 3], "strong_sentences": 64}, "divisible"),
     ({"launcher": "cluster"}, "hostfile"),
     ({"launcher": "ssh"}, "launcher"),
@@ -122,3 +122,19 @@ def test_worker_on_two_emulated_hosts(tmp_path):
     # model of ~50k float32 parameters: each step's allreduce moves >= 100 kB per host
     assert min(after[h] - before[h] for h in after) > 2 * 100_000
     assert list_namespaces(cluster.prefix) == []
+
+
+def test_merge_studies_recomputes_rows_and_refuses_duplicates():
+    from tf_nmt.scaling.study import merge_studies
+
+    def doc(link, tps2):
+        runs = [{"link": link, "comm": "dense", "kind": "weak", "world": n, "tokens_per_s": t,
+                 "step_s": 1.0, "compute_s": 0.5, "comm_s": 0.5} for n, t in ((1, 100.0), (2, tps2))]
+        return {"spec": {"links": [link]}, "runs": runs}
+
+    merged = merge_studies([doc("100mbit", 120.0), doc("10gbit", 180.0)])
+    eff = {(r["link"], r["workers"]): r["efficiency"] for r in merged["rows"]}
+    assert eff[("100mbit", 2)] == pytest.approx(0.6) and eff[("10gbit", 2)] == pytest.approx(0.9)
+    assert len(merged["specs"]) == 2
+    with pytest.raises(ValueError, match="more than one study"):
+        merge_studies([doc("100mbit", 120.0), doc("100mbit", 130.0)])

@@ -12,7 +12,7 @@ Efficiency = speed-up / N (1.0 is perfect scaling).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 SCALING_KINDS = ("weak", "strong")
 
@@ -55,6 +55,7 @@ class Row:
     comm_s: float
     speedup: float
     efficiency: float
+    link_bytes_per_step: Optional[float] = None  # emulated cluster: tc counter per host
 
     @property
     def comm_fraction(self) -> float:
@@ -79,17 +80,23 @@ def efficiency_rows(runs: Iterable[Mapping[str, object]]) -> List[Row]:
         n = int(r["world"])
         tps = float(r["tokens_per_s"])
         rows.append(Row(key[0], key[1], key[2], n, tps, float(r["step_s"]), float(r["compute_s"]),
-                        float(r["comm_s"]), speedup(tps, base[key]), efficiency(tps, base[key], n)))
+                        float(r["comm_s"]), speedup(tps, base[key]), efficiency(tps, base[key], n),
+                        r.get("link_bytes_per_step")))
     return sorted(rows, key=lambda row: (row.link, row.kind, row.comm, row.workers))
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
     """A Markdown table of the rows (one line per measurement)."""
     head = ("| link | scaling | comm | N | tokens/s | step ms | compute ms | comm ms | comm share "
-            "| speed-up | efficiency |\n|---|---|---|---|---|---|---|---|---|---|---|")
+            "| MB/step on link | speed-up | efficiency |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         lines.append(f"| {r.link} | {r.kind} | {r.comm} | {r.workers} | {r.tokens_per_s:.0f} | "
                      f"{1e3 * r.step_s:.0f} | {1e3 * r.compute_s:.0f} | {1e3 * r.comm_s:.0f} | "
-                     f"{100 * r.comm_fraction:.0f}% | {r.speedup:.2f} | {100 * r.efficiency:.0f}% |")
+                     f"{100 * r.comm_fraction:.0f}% | {_mb(r.link_bytes_per_step)} | "
+                     f"{r.speedup:.2f} | {100 * r.efficiency:.0f}% |")
     return "\n".join(lines)
+
+
+def _mb(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value / 1e6:.2f}"

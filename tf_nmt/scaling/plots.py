@@ -44,16 +44,16 @@ def plot_study(rows: Sequence[Mapping[str, object]], out_dir: Path, title: str,
     plt.close(fig)
 
     ordered = sorted(rows, key=lambda r: (r["kind"], r["link"], r["comm"], int(r["workers"])))
-    labels = [f"{r['kind'][0]}:{r['comm'][:6]}\n{r['link']} N={r['workers']}" for r in ordered]
+    labels = [f"{r['kind']} {r['comm']}\n{r['link']} N={r['workers']}" for r in ordered]
     compute = [1e3 * float(r["compute_s"]) for r in ordered]
     comm = [1e3 * float(r["comm_s"]) for r in ordered]
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ordered)), 4))
+    fig, ax = plt.subplots(figsize=(max(6, 0.75 * len(ordered)), 4.5))
     xs = range(len(ordered))
     ax.bar(xs, compute, label="compute (step without exchange)")
     ax.bar(xs, comm, bottom=compute, label="communication (step − compute)")
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, rotation=90, fontsize=7)
-    ax.set_ylabel("median step time (ms)")
+    ax.set_ylabel("step time (ms)")
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     split_path = out_dir / f"{prefix}_step_split.png"

@@ -46,6 +46,7 @@ class StudySpec:
     warmup: int = 3
     block: int = 5
     threads: int = 1                    # intra-op threads per rank
+    estimator: str = "min"              # min or median of the timed steps
     timeout: float = 900.0
 
     def validate(self) -> None:
@@ -56,8 +57,6 @@ class StudySpec:
             raise ValueError(f"unknown scaling kind(s) {bad}: use weak and/or strong")
         if not self.workers or min(self.workers) < 1:
             raise ValueError(f"worker counts must be >= 1, got {self.workers}")
-        if 1 not in self.workers:
-            raise ValueError("the sweep needs N=1: efficiencies are relative to one worker")
         if "strong" in self.kinds:
             for n in self.workers:
                 strong_split(self.strong_sentences, n)
@@ -82,7 +81,8 @@ def worker_command(spec: StudySpec, comm: str, per_worker: int, out: Path) -> Li
     cmd = [sys.executable, "-m", "tf_nmt.scaling.worker", "--batch-sentences", str(per_worker),
            "--src-len", str(spec.src_len), "--tgt-len", str(spec.tgt_len),
            "--vocab-size", str(spec.vocab_size), "--steps", str(spec.steps),
-           "--warmup", str(spec.warmup), "--block", str(spec.block), "--out", str(out)]
+           "--warmup", str(spec.warmup), "--block", str(spec.block),
+           "--estimator", spec.estimator, "--out", str(out)]
     if spec.preset:
         cmd += ["--preset", spec.preset]
     for item in list(spec.overrides) + mode_overrides(comm):
@@ -110,8 +110,13 @@ def _measure(spec: StudySpec, link: str, n: int, command: List[str], out: Path,
             launch_emulated(cluster, command, log_dir, env=worker_env(threads=spec.threads),
                             timeout=spec.timeout)
             after = cluster.link_bytes()
-            extra["link_bytes_sent"] = {h: after[h] - before[h] for h in after}
+            sent = {h: after[h] - before[h] for h in after}
+            extra["link_bytes_sent"] = sent
             extra["cluster"] = cluster.describe()
+            if n > 1:  # the exchange happens in the warm-up and timed distributed steps only
+                per_step = sum(sent.values()) / len(sent) / (spec.warmup + spec.steps)
+                extra["link_bytes_per_step"] = per_step
+                extra["wire_s_at_link_rate"] = 8.0 * per_step / cluster.link.rate_bits
     else:
         full = launch_command(spec, n, command)
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -152,9 +157,29 @@ def run_study(spec: StudySpec, work_dir: Optional[Path] = None,
                         f"{1e3 * result['step_s']:.0f} ms (compute {1e3 * result['compute_s']:.0f}, "
                         f"comm {1e3 * result['comm_s']:.0f}) [{result['wall_s']:.0f} s]")
     rows = efficiency_rows(runs)
+    if 1 not in spec.workers:
+        log("no N=1 run: efficiencies appear once this study is merged (--merge) with one that has it")
     return {"spec": dataclasses.asdict(spec), "host": os.uname().nodename,
             "cpus": os.cpu_count(), "runs": runs, "rows": [dataclasses.asdict(r) for r in rows],
             "table_markdown": markdown_table(rows)}
+
+
+def merge_studies(docs: Sequence[Dict[str, object]]) -> Dict[str, object]:
+    """One document from several studies (e.g. one per link): runs concatenated, rows redone.
+    A (link, comm, kind, N) measured twice is an error, not silently averaged."""
+    runs: List[Dict[str, object]] = []
+    seen = set()
+    for doc in docs:
+        for run in doc["runs"]:
+            key = (run["link"], run["comm"], run["kind"], run["world"])
+            if key in seen:
+                raise ValueError(f"measurement {key} appears in more than one study")
+            seen.add(key)
+            runs.append(run)
+    rows = efficiency_rows(runs)
+    return {"specs": [d.get("spec", d.get("specs")) for d in docs],
+            "host": docs[0].get("host") if docs else None, "runs": runs,
+            "rows": [dataclasses.asdict(r) for r in rows], "table_markdown": markdown_table(rows)}
 
 
 def write_json_new(path: Path, payload: Dict[str, object], overwrite: bool = False) -> None:
