@@ -1,12 +1,12 @@
-"""Between training runs and packed models: quantise a run's checkpoint, rebuild a model from a
-packed file, and initialise a model from a checkpoint, a run directory or a packed file."""
+"""Between training runs and packed models: quantise a run's checkpoint, and rebuild a model
+(float32, holding the dequantised weights) with its tokenizer and config from a packed file."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from tf_nmt.compat import keras, tf
-from tf_nmt.quantization.packed_file import PackedModel, read_packed
+from tf_nmt.compat import tf
+from tf_nmt.quantization.packed_file import PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import (assign_entries, model_weights, quantize_weights,
                                           size_report)
@@ -42,19 +42,3 @@ def model_from_packed(packed: PackedModel):
     assign_entries(model, packed.entries, packed.policy)
     return model, tokenizer, cfg
 
-
-def init_weights_from(model: keras.Model, source: Path) -> str:
-    """Load ``model``'s weights from a packed file, a run directory, a checkpoint directory or a
-    checkpoint prefix (architecture must match). Returns a description of what was loaded."""
-    source = Path(source)
-    if source.is_file() and source.read_bytes()[:8] == b"TFNMTQ1\n":
-        packed = read_packed(source)
-        assign_entries(model, packed.entries, packed.policy)
-        return f"packed model {source} ({packed.policy.bits}-bit {packed.policy.kind})"
-    directory = source / "checkpoints" if (source / "config.yaml").is_file() else source
-    prefix = tf.train.latest_checkpoint(str(directory)) if directory.is_dir() else str(source)
-    if prefix is None or not tf.io.gfile.glob(prefix + ".index"):
-        raise FileNotFoundError(f"--init-from {source}: no checkpoint, run directory or packed model there")
-    status = tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
-    status.assert_existing_objects_matched()
-    return f"checkpoint {prefix}"

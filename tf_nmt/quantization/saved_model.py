@@ -13,7 +13,6 @@ variables. Tracing fails loudly if any float32 model variable is still read.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
