@@ -41,6 +41,13 @@ def test_untied_embedding_gradient_is_the_lookups_indexed_slices():
     assert np.all(dense[unused] == 0) and np.abs(dense).sum() > 0
 
 
+def test_untied_matrices_start_different():
+    model, _ = grads(tie=False)
+    emb = model.embedding
+    assert emb.output_embeddings is not emb.embeddings
+    assert np.abs(emb.output_embeddings.numpy() - emb.embeddings.numpy()).max() > 1e-3
+
+
 def test_untied_model_trains_and_decodes_shapes():
     model, _ = grads(tie=False)
     logits = model(batch(), training=False)
