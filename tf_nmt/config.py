@@ -222,7 +222,9 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     "quickstart": {
         "model": {"kind": "transformer", "num_layers": 3, "d_model": 256, "num_heads": 4,
                   "ff_dim": 1024, "dropout": 0.1},
-        "train": {"peak_lr": 1e-3, "warmup_steps": 400, "steps_per_cycle": 250,
+        # peak_lr 2e-3 / warm-up 300 (was 1e-3 / 400): dev loss 5.68/4.93/4.62 vs 6.12/5.19/4.82
+        # at steps 250/500/750 in a same-seed pilot on the real corpus (pre-norm tolerates it).
+        "train": {"peak_lr": 2e-3, "warmup_steps": 300, "steps_per_cycle": 250,
                   "mixed_precision": True},
     },
     "gnmt-small": {
