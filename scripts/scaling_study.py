@@ -125,11 +125,12 @@ def _finish(args, doc, title: str) -> int:
 
     doc["title"] = title
     print(doc["table_markdown"])
+    write_json_new(args.out, doc, overwrite=args.overwrite)  # measured data first, then plots
     prefix = args.plot_prefix or args.out.stem
     doc["plots"] = [str(p) for p in plot_study(doc["rows"], args.plots_dir or args.out.parent,
                                                title, prefix)]
-    write_json_new(args.out, doc, overwrite=args.overwrite)
-    print(f"wrote {args.out} and {', '.join(doc['plots'])}")
+    write_json_new(args.out, doc, overwrite=True)
+    print(f"wrote {args.out} and {', '.join(doc['plots']) or 'no plots (no N=1 baseline)'}")
     return 0
 
 

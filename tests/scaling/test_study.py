@@ -138,3 +138,8 @@ def test_merge_studies_recomputes_rows_and_refuses_duplicates():
     assert len(merged["specs"]) == 2
     with pytest.raises(ValueError, match="more than one study"):
         merge_studies([doc("100mbit", 120.0), doc("100mbit", 130.0)])
+
+
+def test_no_rows_no_plots(tmp_path):
+    assert plot_study([], tmp_path, "empty") == []
+    assert list(tmp_path.iterdir()) == []

@@ -13,7 +13,10 @@ def _save(fig, path: Path) -> None:
 
 def plot_study(rows: Sequence[Mapping[str, object]], out_dir: Path, title: str,
                prefix: str = "scaling") -> List[Path]:
-    """Write ``<prefix>_efficiency.png`` and ``<prefix>_step_split.png``; returns the paths."""
+    """Write ``<prefix>_efficiency.png`` and ``<prefix>_step_split.png``; returns the paths
+    (none when there are no rows, e.g. a study without its N=1 baseline)."""
+    if not rows:
+        return []
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
