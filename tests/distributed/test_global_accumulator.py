@@ -51,6 +51,16 @@ def test_adam_update_equals_one_adam_step_on_the_sum():
     np.testing.assert_allclose(v.numpy(), ref.numpy(), rtol=1e-6)
 
 
+def test_learning_rate_schedule_follows_the_update_count():
+    w = tf.Variable([0.0])
+    schedule = keras.optimizers.schedules.ExponentialDecay(1.0, decay_steps=1, decay_rate=0.5)
+    acc = GlobalAccumulator([w], keras.optimizers.SGD(schedule), k=2)
+    push = pusher(acc)
+    for _ in range(6):  # 3 updates of the summed gradient 2, at lr 1, 0.5, 0.25
+        push([tf.constant([1.0])], tf.constant(0, tf.int64))
+    np.testing.assert_allclose(w.numpy(), [-2.0 * (1.0 + 0.5 + 0.25)], rtol=1e-6)
+
+
 def test_staleness_is_updates_between_pull_and_push():
     w = tf.Variable([0.0])
     acc = GlobalAccumulator([w], keras.optimizers.SGD(1.0), k=1)

@@ -92,6 +92,9 @@ class GlobalAccumulator:
                 # The optimizer's per-variable rule, called directly: apply_gradients would
                 # aggregate across replicas (a merge_call, not allowed inside this control flow);
                 # here one pusher applies the server's sum, so there is nothing to aggregate.
+                # (apply_gradients would also refresh a schedule's current learning rate at
+                # the optimizer's step count; do that here before the update rule reads it.)
+                self.optimizer._compute_current_learning_rate()  # pylint: disable=protected-access
                 updates = [self.optimizer.update_step(s.read_value(), v)
                            for s, v in zip(self.sums, self.variables)]
                 with tf.control_dependencies([u for u in updates if u is not None]):
