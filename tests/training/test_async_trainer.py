@@ -41,3 +41,15 @@ def test_train_async_cli_end_to_end(tmp_path):
     assert again.returncode == 2 and "starts fresh runs only" in again.stderr
     out = tf_nmt("translate", "--run-dir", str(run), "--input", str(data / "corpus" / "dev.en"))
     assert out.returncode == 0 and len(out.stdout.splitlines()) == 10
+
+
+def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
+    from tf_nmt.config import load_config
+    from tf_nmt.training.async_trainer import train_nmt_async
+
+    data = write_toy_data_dir(tmp_path / "data")
+    for bad in ("train.optimizer=sgd", "train.clip_norm=1.0", "train.mixed_precision=true"):
+        cfg = load_config(None, TINY + [f"data.data_dir={data}", bad])
+        with pytest.raises(ValueError, match="train-async trains with Adam"):
+            train_nmt_async(cfg, tmp_path / "run", workers=2)
+        assert not (tmp_path / "run").exists()

@@ -5,7 +5,8 @@ accumulation, synchronous rounds or artificial staleness.
 The run directory has the usual layout (config.yaml, vocab.model, meta.json, checkpoints/), so
 ``tf-nmt evaluate``/``export``/``translate`` work on it; ``async.json`` holds the staleness
 report. Each worker reads the whole training set in its own random order (unseeded shuffles:
-asynchronous training is not reproducible anyway). Fresh runs only (no resume).
+asynchronous training is not reproducible anyway). Fresh runs only (no resume). The
+optimizer is Adam with the configured schedule, applied on the server.
 """
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     t = cfg.train
+    if t.optimizer != "adam" or t.clip_norm or t.backward_passes_per_step != 1 or t.mixed_precision:
+        raise ValueError("train-async trains with Adam (train.beta_1/beta_2/epsilon), in float32, "
+                         "without clipping or local accumulation: unset train.optimizer, "
+                         "train.clip_norm, train.backward_passes_per_step, train.mixed_precision")
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
