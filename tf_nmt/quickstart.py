@@ -38,10 +38,6 @@ def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _dir_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 30.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None) -> Dict[str, Any]:
@@ -49,7 +45,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     from tf_nmt.data.corpus import prepare_corpus
     from tf_nmt.data.vocabulary import ensure_vocab
     from tf_nmt.evaluation.evaluate import evaluate_run
-    from tf_nmt.export.saved_model import export_saved_model
+    from tf_nmt.export.saved_model import directory_bytes, export_saved_model
     from tf_nmt.training.trainer import load_trained_model, train, write_json_atomic
 
     t0 = time.perf_counter()
@@ -92,7 +88,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "corpus": stats.get("splits", stats),
         "prepare_seconds": round(prepare_seconds, 1),
         "translate_seconds": round(report["translate_seconds"], 1),
-        "export": {"path": str(export_dir), "bytes": _dir_size(Path(export_dir)),
+        "export": {"path": str(export_dir), "bytes": directory_bytes(Path(export_dir)),
                    "fresh_process_samples": dict(zip(SAMPLE_SENTENCES, served))},
         "examples": report["examples"],
         "total_minutes": round((time.perf_counter() - t0) / 60, 2),

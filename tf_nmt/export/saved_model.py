@@ -53,22 +53,33 @@ def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) ->
         os.replace(staged, target)
 
 
-def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
-                       beam_size: int = 4, length_penalty: float = 0.6,
-                       overwrite: bool = False) -> Path:
-    """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``."""
+def directory_bytes(path: Path) -> int:
+    """Total size of the files under ``path`` (an export's size on disk)."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = False) -> Path:
+    """Save ``translator`` (its ``serve`` function as ``serving_default``) to a temporary sibling
+    directory and rename it into place; an existing export is replaced only with ``overwrite``."""
     export_dir = Path(export_dir)
     if export_dir.exists() and not overwrite:
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     export_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
     try:
-        translator = Translator(model, tokenizer, beam_size, length_penalty)
         tf.saved_model.save(translator, str(staged / "model"),
                             signatures={"serving_default": translator.serve})
-        os.replace(staged / "model", staged / "final")
-        final = staged / "final"
-        replace_directory_atomically(final, export_dir, overwrite)
+        replace_directory_atomically(staged / "model", export_dir, overwrite)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return export_dir
+
+
+def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
+                       beam_size: int = 4, length_penalty: float = 0.6,
+                       overwrite: bool = False) -> Path:
+    """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``."""
+    if Path(export_dir).exists() and not overwrite:  # refuse before building anything
+        raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
+    return save_translator(Translator(model, tokenizer, beam_size, length_penalty), export_dir,
+                           overwrite)

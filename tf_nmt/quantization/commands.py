@@ -41,8 +41,8 @@ def run_quantize(args: argparse.Namespace) -> Dict[str, Any]:
 def export_sizes(model, tokenizer, export_dir: Path, beam_size: int, length_penalty: float) -> Dict[str, Any]:
     """Sizes of the packed export against a float32 export of the same (dequantised) model,
     written to a temporary directory and removed again."""
-    from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.quantization.saved_model import directory_bytes, variables_bytes
+    from tf_nmt.export.saved_model import directory_bytes, export_saved_model
+    from tf_nmt.quantization.saved_model import variables_bytes
 
     tmp = Path(tempfile.mkdtemp(prefix=".fp32-export.", dir=Path(export_dir).parent))
     try:

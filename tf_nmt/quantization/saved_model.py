@@ -13,8 +13,6 @@ variables. Tracing fails loudly if any float32 model variable is still read.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
@@ -22,7 +20,7 @@ import numpy as np
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.export.saved_model import replace_directory_atomically
+from tf_nmt.export.saved_model import directory_bytes, save_translator
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
 from tf_nmt.quantization.packing import pack_codes, unpack_codes_tf
@@ -116,23 +114,10 @@ def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, p
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
                               overwrite: bool = False) -> Path:
     """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced)."""
-    export_dir = Path(export_dir)
-    if export_dir.exists() and not overwrite:
+    if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
-    export_dir.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
-    try:
-        translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty)
-        tf.saved_model.save(translator, str(staged / "model"),
-                            signatures={"serving_default": translator.serve})
-        replace_directory_atomically(staged / "model", export_dir, overwrite)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
-    return export_dir
-
-
-def directory_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty)
+    return save_translator(translator, export_dir, overwrite)
 
 
 def variables_bytes(export_dir: Path) -> int:
