@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, default=Path("runs/quickstart"))
     p.add_argument("--export-dir", type=Path, default=Path("runs/quickstart-export"))
     p.add_argument("--results", type=Path, default=Path("results/quickstart.json"))
-    p.add_argument("--minutes", type=float, default=30.0, help="training time budget")
+    p.add_argument("--minutes", type=float, default=45.0,
+                   help="training time budget (the whole job stays under ~60 min on 2 cores)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.set_defaults(func=cmd_quickstart)
     return parser

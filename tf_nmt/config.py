@@ -218,7 +218,7 @@ def load_config(path: Optional[Path] = None, overrides: Optional[List[str]] = No
 
 
 PRESETS: Dict[str, Dict[str, Any]] = {
-    # A Transformer small enough to train to a useful BLEU on 2 CPU cores in ~30 minutes.
+    # A Transformer small enough to train to a useful BLEU on 2 CPU cores in ~45 minutes.
     "quickstart": {
         "model": {"kind": "transformer", "num_layers": 3, "d_model": 256, "num_heads": 4,
                   "ff_dim": 1024, "dropout": 0.1},

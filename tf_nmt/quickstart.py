@@ -39,7 +39,7 @@ def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
 
 
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
-                   minutes: float = 30.0, overrides: Optional[List[str]] = None,
+                   minutes: float = 45.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None) -> Dict[str, Any]:
     from tf_nmt.config import load_config, preset
     from tf_nmt.data.corpus import prepare_corpus
