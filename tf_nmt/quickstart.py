@@ -72,6 +72,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     payload = {
         "command": "tf-nmt quickstart " + " ".join(sys.argv[2:]),
         "bleu": round(report["bleu"], 2),
+        "chrf": round(report["chrf"], 2),
         "copy_baseline_bleu": round(report["copy_baseline_bleu"], 2),
         "bleu_over_copy_baseline": round(report["bleu"] - report["copy_baseline_bleu"], 2),
         "sacrebleu_signature": report["signature"],
