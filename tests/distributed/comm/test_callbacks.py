@@ -75,6 +75,13 @@ def test_dense_modes_report_the_dense_allreduce_bytes():
     assert {r["comm_bytes"] for r in recorder.logs} == {4 * 18} and recorder.logs[0]["comm_density"] == 1
 
 
+def test_single_process_dense_modes_print_no_traffic_line():
+    lines = []
+    settings = CommSettings(mode="sparse_as_dense")
+    fit(settings, comm_callbacks(settings, SINGLE, log_every=1, log=lines.append))
+    assert lines == []  # one process sends nothing; the series is still recorded (test above)
+
+
 def test_resumed_run_keeps_the_earlier_steps_in_the_stats_file(tmp_path):
     settings = CommSettings(mode="fedavg", average_every=3)
     path = tmp_path / "stats.json"

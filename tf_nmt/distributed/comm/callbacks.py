@@ -105,7 +105,9 @@ class CommStats(keras.callbacks.Callback):
         if logs is not None:
             logs.update(comm_bytes=entry["sent_bytes"], comm_dense_bytes=entry["dense_bytes"],
                         comm_density=entry["density"])
-        if step % self.every == 0:
+        # A single process with Horovod's modes sends nothing: keep the series, skip the line.
+        quiet = self.world_size == 1 and self.mode in ("dense", "sparse_as_dense")
+        if step % self.every == 0 and not quiet:
             recent = self.history[-self.every:]
             sent = sum(e["sent_bytes"] for e in recent) / len(recent)
             ratio = self.dense_bytes / sent if sent else float("inf")
