@@ -66,10 +66,12 @@ float MaxAbs(OpKernelContext* ctx, const T* x, int64_t n) {
   return m;
 }
 
-// Sums of c * t (t = |v| / S) and c^2 over finite x[lo, hi), c the centres chosen under S.
-// Chunks of simple array loops (they vectorise); eight explicit float lanes in a fixed order,
-// folded into doubles per chunk, so the result does not depend on the compiler or threads.
-// Summing t rather than |v| keeps the float lanes far from overflow.
+// Sums of c * |v| and c^2 over finite x[lo, hi), c the centres chosen under S (the reference's
+// float64 sums). Chunks of simple array loops (they vectorise); eight explicit double lanes in
+// a fixed order, so the result does not depend on the compiler or threads. A float times a float
+// is exact in double, so for values already on a grid S * c the sums are S * sum(c^2) and
+// sum(c^2) up to double rounding, and the fitted scale comes back as exactly S: re-quantising a
+// quantised tensor is lossless.
 template <class Codec, typename T>
 inline __attribute__((always_inline)) void FitSumsBody(const T* x, int64_t lo, int64_t hi,
                                                        float inv_scale, int bits, double* num,
@@ -77,7 +79,7 @@ inline __attribute__((always_inline)) void FitSumsBody(const T* x, int64_t lo, i
   constexpr int kChunk = 512;
   constexpr int kLanes = 8;
   const int levels = 1 << (bits - 1);
-  double dn = 0.0, dd = 0.0;
+  double an[kLanes] = {0}, ad[kLanes] = {0};
   float a[kChunk], c[kChunk];
   for (int64_t start = lo; start < hi; start += kChunk) {
     const int m = static_cast<int>(std::min<int64_t>(hi - start, kChunk));
@@ -86,27 +88,28 @@ inline __attribute__((always_inline)) void FitSumsBody(const T* x, int64_t lo, i
       a[j] = raw <= FLT_MAX ? raw : -1.0f;  // -1 marks a non-finite value (left out)
     }
     for (int j = 0; j < m; ++j) {
-      const float t = Ratio(a[j], inv_scale);
-      const float cj = Codec::Centre(Codec::MagIndex(t, levels), bits);
+      const float cj = Codec::Centre(Codec::MagIndex(Ratio(a[j], inv_scale), levels), bits);
       c[j] = a[j] >= 0.0f ? cj : 0.0f;
-      a[j] = a[j] >= 0.0f ? t : 0.0f;
+      a[j] = a[j] >= 0.0f ? a[j] : 0.0f;
     }
-    float an[kLanes] = {0}, ad[kLanes] = {0};
     int j = 0;
     for (; j + kLanes <= m; j += kLanes) {
       for (int l = 0; l < kLanes; ++l) {
-        an[l] += c[j + l] * a[j + l];
-        ad[l] += c[j + l] * c[j + l];
+        const double cl = c[j + l];
+        an[l] += cl * static_cast<double>(a[j + l]);
+        ad[l] += cl * cl;
       }
     }
     for (int l = 0; j < m; ++j, ++l) {
-      an[l] += c[j] * a[j];
-      ad[l] += c[j] * c[j];
+      const double cj = c[j];
+      an[l] += cj * static_cast<double>(a[j]);
+      ad[l] += cj * cj;
     }
-    for (int l = 0; l < kLanes; ++l) {
-      dn += an[l];
-      dd += ad[l];
-    }
+  }
+  double dn = 0.0, dd = 0.0;
+  for (int l = 0; l < kLanes; ++l) {
+    dn += an[l];
+    dd += ad[l];
   }
   *num = dn;
   *den = dd;
@@ -155,13 +158,13 @@ float FitScale(OpKernelContext* ctx, const T* x, int64_t n, int bits, const std:
       const int64_t lo = b * kBlockSize, hi = std::min(n, lo + kBlockSize);
       FitSums<Codec, T>(x, lo, hi, inv, bits, &num[b], &den[b]);
     });
-    double sn = 0.0, sd = 0.0;  // sn accumulates c * t; times S below gives sum(c |v|)
+    double sn = 0.0, sd = 0.0;  // sum(c |v|), sum(c^2)
     for (size_t b = 0; b < num.size(); ++b) {
       sn += num[b];
       sd += den[b];
     }
     if (!(sd > 0.0)) break;
-    const float next = static_cast<float>(std::min(sn * scale / sd, static_cast<double>(kMaxScale)));
+    const float next = static_cast<float>(std::min(sn / sd, static_cast<double>(kMaxScale)));
     if (!(next >= FLT_MIN) || next == scale) break;
     scale = next;
   }
