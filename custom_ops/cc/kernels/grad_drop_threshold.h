@@ -81,24 +81,27 @@ float SelectThreshold(tensorflow::OpKernelContext* ctx, const std::vector<GradSp
   }
   // Sampled estimate, stratified: one seeded random index in each of `samples` equal strata
   // (lower variance than independent draws, and the indices come out sorted for locality).
-  std::vector<int64_t> picks(samples);
+  // Each sample is a cache miss, so the samples are split into small blocks across threads;
+  // sample j depends only on (seed, j), so the result does not depend on the thread count.
   const uint64_t base = SplitMix64(static_cast<uint64_t>(opt.seed));
   const double stride = static_cast<double>(total) / static_cast<double>(samples);  // >= 1
   auto edge = [&](int64_t j) {
     return std::min(total, static_cast<int64_t>(static_cast<double>(j) * stride));
   };
-  for (int64_t j = 0; j < samples; ++j) {
+  auto pick = [&](int64_t j) {
     const int64_t lo = edge(j), hi = std::max(lo + 1, edge(j + 1));
     const uint64_t h = SplitMix64(base + static_cast<uint64_t>(j));
-    picks[j] = std::min(total - 1, lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64));
-  }
+    return std::min(total - 1, lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64));
+  };
+  constexpr int64_t kSampleBlock = 2048;
   mags.resize(samples);
-  ForEachBlock(ctx, NumBlocks(samples), [&](int64_t b) {
-    const int64_t lo = b * kBlockSize, hi = std::min(samples, lo + kBlockSize);
-    size_t t = std::upper_bound(offsets.begin(), offsets.end(), picks[lo]) - offsets.begin() - 1;
+  ForEachBlock(ctx, (samples + kSampleBlock - 1) / kSampleBlock, [&](int64_t b) {
+    const int64_t lo = b * kSampleBlock, hi = std::min(samples, lo + kSampleBlock);
+    size_t t = std::upper_bound(offsets.begin(), offsets.end(), pick(lo)) - offsets.begin() - 1;
     for (int64_t j = lo; j < hi; ++j) {
-      while (picks[j] >= offsets[t + 1]) ++t;
-      mags[j] = SumMagnitude(spans[t], picks[j] - offsets[t]);
+      const int64_t at = pick(j);
+      while (at >= offsets[t + 1]) ++t;
+      mags[j] = SumMagnitude(spans[t], at - offsets[t]);
     }
   });
   mags.erase(std::remove_if(mags.begin(), mags.end(), [](float a) { return std::isnan(a); }),
