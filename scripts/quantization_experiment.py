@@ -116,6 +116,16 @@ class Experiment:
         return self.run(name, self.args.retrain_steps, *extra,
                         f"train.init_from={self.work / 'fp32'}", *self.args.finetune_set)
 
+    def retrains(self, policy: QuantPolicy, scratch: bool = False) -> bool:
+        """Whether this cell gets a re-training run: every cell with ``--retrain-scope all``;
+        with ``main`` only fine-tuning of the deployed policy (4-bit log, optimised scale, fp32
+        biases), so the key comparison fits in a shorter budget."""
+        if scratch:
+            return self.args.retrain_scope == "all"
+        if not self.args.retrain_steps:
+            return False
+        return self.args.retrain_scope == "all" or policy == QuantPolicy(bits=4)
+
     def go(self) -> Dict[str, Any]:
         a = self.args
         result: Dict[str, Any] = {"preset": PRESETS[self.kind], "thesis_delta_bleu_4bit_retrained": THESIS[self.kind]}
@@ -130,7 +140,7 @@ class Experiment:
                 policy = QuantPolicy(bits=4, scale=scale, quantize_biases=biases)
                 row = {"scale": scale, "biases": "quantised" if biases else "fp32",
                        "no_retrain": self.score(baseline, policy)}
-                if a.retrain_steps:
+                if self.retrains(policy):
                     run = self.retrain(f"q4-log-{scale}-{'qb' if biases else 'fb'}", policy)
                     row["retrained"] = self.score(run, policy)
                 rows.append(row)
@@ -141,7 +151,7 @@ class Experiment:
         for bits in a.bits:
             policy = QuantPolicy(bits=bits)
             row = {"bits": bits, "no_retrain": self.score(baseline, policy)}
-            if a.retrain_steps and a.sweep_retrain:
+            if a.sweep_retrain and self.retrains(policy):
                 row["retrained"] = self.score(self.retrain(f"q{bits}-log-optimised-fb", policy), policy)
             sweep.append(row)
             self.log(f"{bits} bits: {row}")
@@ -151,7 +161,7 @@ class Experiment:
         for kind in ("fixed", "log"):
             policy = QuantPolicy(bits=4, kind=kind)
             row = {"kind": kind, "no_retrain": self.score(baseline, policy)}
-            if a.retrain_steps:
+            if self.retrains(policy):
                 row["retrained"] = self.score(self.retrain(f"q4-{kind}-optimised-fb", policy), policy)
             kinds.append(row)
         result["fixed_vs_log"] = kinds
@@ -160,7 +170,7 @@ class Experiment:
         start_rows = []
         for scratch in (False, True):
             for feedback in (True, False):
-                if not scratch and not a.retrain_steps:
+                if not self.retrains(policy, scratch):
                     continue
                 name = f"q4-{'scratch' if scratch else 'finetune'}-{'ef' if feedback else 'noef'}"
                 run = self.retrain(name if scratch or not feedback else "q4-log-optimised-fb", policy,
@@ -239,6 +249,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--bits", default="1,2,3,4,8")
     p.add_argument("--no-sweep-retrain", dest="sweep_retrain", action="store_false",
                    help="bit sweep without re-training (saves 5 runs per model)")
+    p.add_argument("--retrain-scope", choices=("all", "main"), default="all",
+                   help="all: re-train every cell and train from scratch; main: fine-tune only "
+                        "4-bit log / optimised / fp32 biases (with and without error feedback)")
     p.add_argument("--eval-limit", type=int, default=0, help="only the first N test sentences")
     p.add_argument("--set", action="append", default=[], help="config override for every run")
     p.add_argument("--finetune-set", action="append", default=[],

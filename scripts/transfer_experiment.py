@@ -75,10 +75,28 @@ def dev_bleu_curve(run_dir: Path, data_dir: Path, limit: int) -> List[Dict[str, 
     for prefix in list_checkpoints(run_dir / "checkpoints"):
         step = int(prefix.rsplit("-", 1)[1])
         report = run_dir / f"dev-{step}.json"
-        tf_nmt("evaluate", "--run-dir", str(run_dir), "--checkpoint", prefix, "--split", "dev",
-               "--data-dir", str(data_dir), "--limit", str(limit), "--output-json", str(report))
+        if not report.exists():  # a resumed experiment keeps the scores it already has
+            tf_nmt("evaluate", "--run-dir", str(run_dir), "--checkpoint", prefix, "--split", "dev",
+                   "--data-dir", str(data_dir), "--limit", str(limit), "--output-json", str(report))
         curve.append({"step": step, "bleu": json.loads(report.read_text())["bleu"]})
     return sorted(curve, key=lambda point: point["step"])
+
+
+def trained_steps(run_dir: Path) -> int:
+    """The step of ``run_dir``'s newest checkpoint (0 when it has none)."""
+    from tf_nmt.training.checkpoints import list_checkpoints
+
+    prefixes = list_checkpoints(run_dir / "checkpoints")
+    return int(prefixes[-1].rsplit("-", 1)[1]) if prefixes else 0
+
+
+def check_trained(run_dir: Path, steps: int) -> None:
+    """Refuse a reused (``--resume``) run that was trained for another number of steps: the
+    results would record settings that the runs did not have."""
+    trained = trained_steps(run_dir)
+    if trained != steps:
+        raise SystemExit(f"{run_dir} was trained {trained} steps, not {steps}: use the step counts "
+                         "it was started with, or a fresh --work-dir")
 
 
 def steps_to(curve: List[Dict[str, float]], threshold: float) -> Optional[int]:
@@ -105,6 +123,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--bleu-threshold", type=float, default=10.0)
     ap.add_argument("--strategies", default="token-match,exclude,random,frequency")
     ap.add_argument("--tiny", action="store_true", help="smoke setting (see the module doc)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep --work-dir: finished runs and scores are reused, unfinished ones resume")
     args = ap.parse_args(argv)
     overrides = list(args.set)
     if args.tiny:
@@ -113,10 +133,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.parent_steps, args.child_steps = min(args.parent_steps, 60), min(args.child_steps, 40)
         args.eval_every, args.dev_limit = min(args.eval_every, 20), min(args.dev_limit, 50)
         args.bleu_threshold = min(args.bleu_threshold, 0.5)
-    for path in (args.output, args.work_dir):
+    for path in (args.output,) if args.resume else (args.output, args.work_dir):
         if path.exists() and not args.overwrite:
             raise SystemExit(f"{path} exists; pass --overwrite to replace it")
-    if args.work_dir.exists():
+    if args.work_dir.exists() and not args.resume:
         shutil.rmtree(args.work_dir)
 
     work = args.work_dir
@@ -132,6 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parent_run = work / "parent"
     tf_nmt("train", "--run-dir", str(parent_run), "--data-dir", str(parent_data), *common,
            "--set", f"train.train_steps={args.parent_steps}")
+    check_trained(parent_run, args.parent_steps)
 
     variants = [("scratch", None, True)]
     for strategy in args.strategies.split(","):
@@ -142,17 +163,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         extra = [] if strategy is None else ["--init-from", str(parent_run), "--embeddings", strategy]
         if strategy is not None and not warmup:
             extra.append("--no-warmup")
+        reused = trained_steps(run) == args.child_steps  # --resume: trained by an earlier invocation
         t0 = time.perf_counter()
         tf_nmt("train", "--run-dir", str(run), "--data-dir", str(child_data), *common,
                "--set", f"train.train_steps={args.child_steps}", *extra)
         train_s = time.perf_counter() - t0
+        check_trained(run, args.child_steps)
         curve = dev_bleu_curve(run, child_data, args.dev_limit)
         init = json.loads((run / "init_from.json").read_text()) if strategy else None
         children.append({"name": name, "embeddings": strategy, "warmup": warmup,
                          "steps_to_threshold": steps_to(curve, args.bleu_threshold),
                          "final_bleu": curve[-1]["bleu"] if curve else None,
                          "best_bleu": max((p["bleu"] for p in curve), default=None),
-                         "curve": curve, "train_seconds": train_s,
+                         "curve": curve, "train_seconds": None if reused else train_s,
+                         "reused_from_earlier_invocation": reused,
                          "mapped_embedding_rows": init and init["mapped_rows"],
                          "child_vocab_size": init and init["child_vocab_size"]})
 
