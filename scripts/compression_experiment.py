@@ -10,6 +10,15 @@ mtime since the launch). Bytes per step and the density of the summed sparse gra
 the run's ``comm_stats.json`` (measured from the exchanged tensors), target words/s from the
 progress lines. Writes ``--results`` (JSON) and ``--plot`` (PNG) and prints a table.
 
+Mode ``single`` is the reference of synchronous data parallelism: one process that sees all N
+ranks' batches (``data.batch_tokens`` x N) with the learning-rate schedule the N-rank runs use,
+so "dense vs single" is Horovod against one process at the same effective batch.
+
+Each finished run leaves ``experiment_run.json`` (its overrides, launch time, wall time and
+output) in its run directory; ``--resume`` reuses such runs instead of training them again (a run
+trained with other overrides is refused), so an interrupted experiment is restarted with the
+same command plus ``--resume``.
+
 Small end-to-end check (minutes)::
 
     .venv/bin/python scripts/compression_experiment.py --models transformer \\
@@ -48,7 +57,9 @@ VARIANTS: Dict[str, List[str]] = {
     "graddrop_local_1bit": ["train.comm=graddrop", "train.local_gradients=true", "train.one_bit=true"],
     "fedavg": ["train.comm=fedavg"],
     "bmuf": ["train.comm=bmuf"],
+    "single": ["train.comm=sparse_as_dense"],  # one process, N ranks' batches: see single_overrides
 }
+RUN_RECORD = "experiment_run.json"
 DEFAULT_MODES = "dense,graddrop,graddrop_noef,graddrop_local,graddrop_local_noef,fedavg,bmuf"
 PRESETS = {"transformer": "quickstart", "lstm": "gnmt-small"}
 PROGRESS = re.compile(r"step\s+(\d+)/\d+ \| loss ([\d.naif]+) .*?\| ([\d,]+) tgt tok/s")
@@ -78,6 +89,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="extra config override for every run")
     p.add_argument("--overwrite", action="store_true",
                    help="replace existing run directories and results files")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse finished runs (their experiment_run.json) with the same overrides")
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
@@ -87,6 +100,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for m in args.modes:
         if m not in VARIANTS:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
+    if args.overwrite and args.resume:
+        p.error("--overwrite and --resume exclude each other")
     if args.eval_every % args.average_every and args.average_every % args.eval_every:
         p.error("--eval-every and --average-every must divide one another, so that evaluated "
                 "checkpoints of the averaging modes hold averaged parameters")
@@ -96,28 +111,63 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) -> Dict[str, Any]:
-    """One ``tf-nmt train`` under horovodrun; returns its launch time, wall time and stdout."""
-    from tf_nmt.distributed import launcher
+def single_overrides(args: argparse.Namespace, model: str) -> List[str]:
+    """One process doing what ``args.np`` ranks do together: their summed batch and the learning
+    rate and warm-up that the trainer's worker rule gives them."""
+    from tf_nmt.config import load_config, preset
+    from tf_nmt.distributed.scaling import scale_lr, scale_warmup
 
-    if run_dir.exists():
-        if not args.overwrite:
-            raise SystemExit(f"{run_dir} exists; pass --overwrite to retrain it")
-        shutil.rmtree(run_dir)
+    t = load_config(None, list(args.set), base=preset(PRESETS[model]))
+    n = args.np if t.train.scale_lr_with_workers else 1
+    return [f"data.batch_tokens={t.data.batch_tokens * args.np}",
+            f"train.peak_lr={scale_lr(t.train.peak_lr, n)}",
+            f"train.warmup_steps={scale_warmup(t.train.warmup_steps, n)}",
+            "train.scale_lr_with_workers=false"]
+
+
+def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
+    """The ``--set`` items of one run (later items win)."""
     overrides = VARIANTS[mode] + [
         f"train.train_steps={args.steps}", f"train.steps_per_cycle={args.eval_every}",
         f"train.time_budget_minutes={args.minutes}", "train.keep_checkpoints=100000",
         f"train.drop_ratio={args.drop_ratio}", f"train.average_every={args.average_every}",
         f"train.drop_warmup_steps={args.drop_warmup}", f"train.log_every={max(1, min(50, args.eval_every))}",
         *args.set]
+    return overrides + (single_overrides(args, model) if mode == "single" else [])
+
+
+def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) -> Dict[str, Any]:
+    """One ``tf-nmt train`` under horovodrun (``single``: one rank with all the cores); returns
+    its overrides, launch time, wall time and stdout, also saved as the run's record."""
+    from tf_nmt.distributed import launcher
+    from tf_nmt.training.trainer import write_json_atomic
+
+    overrides = run_overrides(args, model, mode)
+    record_path = run_dir / RUN_RECORD
+    if args.resume and record_path.is_file():
+        record = json.loads(record_path.read_text())
+        if record.get("overrides") != overrides:
+            raise SystemExit(f"{run_dir} was trained with other settings ({record.get('overrides')}); "
+                             f"pass --overwrite to retrain it")
+        print(f"  reusing the finished run in {run_dir}", flush=True)
+        return record
+    if run_dir.exists():
+        if not args.overwrite:
+            raise SystemExit(f"{run_dir} exists (unfinished, or not asked to --resume); "
+                             f"pass --overwrite to retrain it")
+        shutil.rmtree(run_dir)
     cli = [str(Path(sys.executable).parent / "tf-nmt"), "train", "--run-dir", str(run_dir),
            "--preset", PRESETS[model], "--data-dir", str(args.data_dir)]
     for item in overrides:
         cli += ["--set", item]
+    ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
     start = time.time()
-    out = launcher.run(Path(cli[0]), cli[1:], np=args.np, controller=args.controller,
+    out = launcher.run(Path(cli[0]), cli[1:], np=ranks, controller=args.controller, threads=threads,
                        timeout=max(600.0, args.minutes * 60 * 3 + 900))
-    return {"launched": start, "wall_seconds": time.time() - start, "stdout": out}
+    record = {"overrides": overrides, "ranks": ranks, "launched": start,
+              "wall_seconds": time.time() - start, "stdout": out}
+    write_json_atomic(record_path, record)
+    return record
 
 
 def progress(stdout: str) -> List[Dict[str, float]]:
@@ -150,7 +200,8 @@ def summarise(model: str, mode: str, run: Dict[str, Any], curve: List[Dict],
     steady = [e["sent_bytes"] for e in stats.get("per_step", []) if e["step"] > warmup]
     rates = [r["tokens_per_s"] for r in rows[1:]] or [r["tokens_per_s"] for r in rows]
     final = curve[-1] if curve else {}
-    return {"model": model, "mode": mode, "overrides": VARIANTS[mode],
+    return {"model": model, "mode": mode, "ranks": run.get("ranks"),
+            "overrides": run.get("overrides", VARIANTS[mode]),
             "final_step": final.get("step"), "final_bleu": final.get("bleu"),
             "best_bleu": max((c["bleu"] for c in curve), default=None),
             "tgt_words_per_s": sum(rates) / len(rates) if rates else None,
@@ -174,6 +225,22 @@ def time_to_threshold(results: List[Dict[str, Any]], fixed: float) -> None:
             r["bleu_threshold"] = threshold
             r["seconds_to_threshold"] = hit["seconds"] if hit else None
             r["steps_to_threshold"] = hit["step"] if hit else None
+
+
+def against_single(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """BLEU of each N-rank run minus the one-process reference's, checkpoint by checkpoint at the
+    steps both evaluated (the Horovod-vs-one-process comparison at equal effective batch)."""
+    rows = []
+    for ref in (r for r in results if r["mode"] == "single"):
+        by_step = {c["step"]: c["bleu"] for c in ref["curve"]}
+        for r in results:
+            if r["model"] != ref["model"] or r is ref:
+                continue
+            shared = [c for c in r["curve"] if c["step"] in by_step]
+            rows.append({"model": r["model"], "mode": r["mode"],
+                         "bleu_minus_single": {c["step"]: round(c["bleu"] - by_step[c["step"]], 2)
+                                               for c in shared}})
+    return rows
 
 
 def plot(results: List[Dict[str, Any]], path: Path) -> None:
@@ -222,20 +289,30 @@ def main(argv: Optional[List[str]] = None) -> int:
     for model in args.models:
         for mode in args.modes:
             run_dir = args.out_dir / f"{model}-{mode}"
-            print(f"== {model} / {mode}: training on {args.np} ranks -> {run_dir}", flush=True)
+            where = "1 process with all ranks' batches" if mode == "single" else f"{args.np} ranks"
+            print(f"== {model} / {mode}: training on {where} -> {run_dir}", flush=True)
             run = train_run(args, model, mode, run_dir)
-            stats = json.loads((run_dir / "comm_stats.json").read_text())
-            curve = evaluate_checkpoints(args, run_dir, run["launched"])
+            stats_path = run_dir / "comm_stats.json"  # one process exchanges nothing: no bytes
+            stats = json.loads(stats_path.read_text()) if mode != "single" and stats_path.is_file() else {}
+            evaluation = {"eval_limit": args.eval_limit, "eval_beam": args.eval_beam}
+            if run.get("evaluation") == evaluation and "curve" in run:
+                curve = run["curve"]
+            else:
+                curve = evaluate_checkpoints(args, run_dir, run["launched"])
+                write_json_atomic(run_dir / RUN_RECORD, {**run, "evaluation": evaluation, "curve": curve})
             results.append(summarise(model, mode, run, curve, stats, args.drop_warmup))
     time_to_threshold(results, args.bleu_threshold)
     payload = {"setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
-                       "each rank hands to the collectives per step (parameter averages amortised)",
-               "runs": results}
+                       "each rank hands to the collectives per step (parameter averages amortised); "
+                       "'single' is one process with all ranks' batches and their LR schedule",
+               "runs": results, "against_single": against_single(results)}
     args.results.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.results, payload)
     plot(results, args.plot)
     print(table(results))
+    for row in payload["against_single"]:
+        print(f"{row['model']} {row['mode']} BLEU minus single, by step: {row['bleu_minus_single']}")
     print(f"wrote {args.results} and {args.plot}")
     return 0
 
