@@ -75,7 +75,11 @@ class TrainConfig:
     comm: str = "sparse_as_dense"
     drop_ratio: float = 0.99
     drop_threshold: str = "global"  # global | per_tensor
-    drop_warmup_steps: int = 1000  # drop ratio ramps linearly from 0 to drop_ratio
+    drop_warmup_steps: int = 1000  # drop ratio ramps up to drop_ratio over these steps
+    # linear: R rises linearly (most of the gradient is still sent for much of the warm-up);
+    # geometric: the kept fraction 1 - R falls geometrically from 1 (Deep Gradient Compression's
+    # exponential warm-up), which sends far less during the warm-up.
+    drop_warmup_shape: str = "linear"
     error_feedback: bool = True
     local_gradients: bool = False  # apply G - S + L, average parameters every average_every
     one_bit: bool = False  # 1-bit quantise the kept values (sent as sign bits + column means)

@@ -1,4 +1,6 @@
 """GradDropExchange in one process: ranks simulated by concatenating their encoded tensors."""
+import math
+
 import numpy as np
 import pytest
 
@@ -104,6 +106,23 @@ def test_drop_ratio_warm_up_ramps_linearly():
     got = [float(ramped_drop_ratio(tf.constant(s, tf.int64), 0.99, 100)) for s in (0, 49, 99, 500)]
     assert got == pytest.approx([0.0099, 0.495, 0.99, 0.99])
     assert float(ramped_drop_ratio(tf.constant(0, tf.int64), 0.99, 0)) == pytest.approx(0.99)
+
+
+def test_geometric_drop_warm_up_shrinks_the_kept_fraction_by_a_constant_factor():
+    def kept(step, shape):
+        return 1.0 - float(ramped_drop_ratio(tf.constant(step, tf.int64), 0.99, 100, shape))
+
+    geometric = [kept(s, "geometric") for s in range(100)]
+    assert geometric[-1] == pytest.approx(0.01) and kept(500, "geometric") == pytest.approx(0.01)
+    assert geometric[49] == pytest.approx(0.1, rel=1e-4)  # half-way: 0.01 ** 0.5
+    factors = [b / a for a, b in zip(geometric, geometric[1:])]
+    assert max(factors) == pytest.approx(min(factors), rel=1e-4) and max(factors) < 1
+    linear = [kept(s, "linear") for s in range(100)]
+    # what the warm-up sends in total: about a fifth of the gradient per step, against a half
+    assert sum(geometric) / 100 == pytest.approx((1 - 0.01) / math.log(100), rel=0.05)
+    assert sum(geometric) < 0.45 * sum(linear)
+    with pytest.raises(ValueError, match="warm-up shape"):
+        ramped_drop_ratio(tf.constant(0, tf.int64), 0.99, 100, "cosine")
 
 
 def test_indexed_slices_gradients_are_densified():

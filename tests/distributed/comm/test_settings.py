@@ -44,6 +44,7 @@ def test_graddrop_options():
     ("train.drop_threshold=local", "drop_threshold"),
     ("train.average_every=0", "average_every"),
     ("train.drop_warmup_steps=-1", "drop_warmup_steps"),
+    ("train.drop_warmup_shape=cosine", "drop_warmup_shape"),
     ("train.bmuf_block_momentum=1.0", "bmuf_block_momentum"),
     ("train.bmuf_block_lr=0", "bmuf_block_lr"),
 ])

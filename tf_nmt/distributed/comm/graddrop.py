@@ -28,11 +28,21 @@ from tf_nmt.ops import grad_drop_global, num_columns, one_bit_quantize
 Gather = Callable[[tf.Tensor, str], tf.Tensor]
 
 
-def ramped_drop_ratio(step: tf.Tensor, drop_ratio: float, warmup_steps: int) -> tf.Tensor:
-    """R at optimizer step ``step`` (0-based): linear from R/W at step 0 to R at step W-1 and on."""
+def ramped_drop_ratio(step: tf.Tensor, drop_ratio: float, warmup_steps: int,
+                      shape: str = "linear") -> tf.Tensor:
+    """R at optimizer step ``step`` (0-based), reaching R at step W-1 and staying there.
+
+    ``linear``: R * (step+1) / W, from R/W at step 0. ``geometric``: the kept fraction
+    ``1 - R`` falls geometrically, ``(1-R)^((step+1)/W)``, so the bytes sent shrink by a constant
+    factor per step (the linear ramp still keeps half the gradient half-way through).
+    """
     if warmup_steps <= 0:
         return tf.constant(drop_ratio, tf.float32)
     frac = tf.minimum(1.0, tf.cast(step + 1, tf.float32) / float(warmup_steps))
+    if shape == "geometric":
+        return 1.0 - tf.pow(tf.constant(1.0 - drop_ratio, tf.float32), frac)
+    if shape != "linear":
+        raise ValueError(f"unknown drop warm-up shape {shape!r} (linear or geometric)")
     return tf.constant(drop_ratio, tf.float32) * frac
 
 
@@ -133,7 +143,8 @@ class GradDropExchange:
         dense = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads]  # IndexedSlices too
         res_in = ([tf.convert_to_tensor(r) for r in residuals] if residuals is not None
                   else [tf.zeros_like(g) for g in dense])
-        ratio = ramped_drop_ratio(step, self.settings.drop_ratio, self.settings.drop_warmup_steps)
+        ratio = ramped_drop_ratio(step, self.settings.drop_ratio, self.settings.drop_warmup_steps,
+                                  self.settings.drop_warmup_shape)
         positions, values, new_residuals = self.drop(dense, res_in, ratio)
         sent = self.encode(positions, values)
         gathered = [self.gather(t, f"graddrop_{i}") for i, t in enumerate(sent)]

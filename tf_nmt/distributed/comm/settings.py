@@ -7,6 +7,7 @@ from tf_nmt.config import ConfigError, TrainConfig
 
 COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
 HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
+WARMUP_SHAPES = ("linear", "geometric")  # how the drop ratio ramps up (see ramped_drop_ratio)
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class CommSettings:
     drop_ratio: float = 0.99
     per_tensor: bool = False
     drop_warmup_steps: int = 1000
+    drop_warmup_shape: str = "linear"
     error_feedback: bool = True
     local_gradients: bool = False
     one_bit: bool = False
@@ -52,6 +54,9 @@ def resolve_comm(t: TrainConfig) -> CommSettings:
                           f"got {t.drop_threshold!r}")
     if t.drop_warmup_steps < 0:
         raise ConfigError(f"train.drop_warmup_steps must be >= 0, got {t.drop_warmup_steps}")
+    if t.drop_warmup_shape not in WARMUP_SHAPES:
+        raise ConfigError(f"train.drop_warmup_shape must be one of {WARMUP_SHAPES}, "
+                          f"got {t.drop_warmup_shape!r}")
     if t.average_every < 1:
         raise ConfigError(f"train.average_every must be >= 1, got {t.average_every}")
     if not 0.0 <= t.bmuf_block_momentum < 1.0:
@@ -61,7 +66,8 @@ def resolve_comm(t: TrainConfig) -> CommSettings:
     if mode not in HOROVOD_MODES and t.backward_passes_per_step != 1:
         raise ConfigError(f"train.comm={mode} does not support train.backward_passes_per_step > 1")
     return CommSettings(mode=mode, drop_ratio=t.drop_ratio, per_tensor=t.drop_threshold == "per_tensor",
-                        drop_warmup_steps=t.drop_warmup_steps, error_feedback=t.error_feedback,
+                        drop_warmup_steps=t.drop_warmup_steps,
+                        drop_warmup_shape=t.drop_warmup_shape, error_feedback=t.error_feedback,
                         local_gradients=t.local_gradients, one_bit=t.one_bit,
                         average_every=t.average_every, block_momentum=t.bmuf_block_momentum,
                         block_lr=t.bmuf_block_lr, nesterov=t.bmuf_nesterov)
