@@ -89,8 +89,7 @@ inline __attribute__((always_inline)) void FitSumsBody(const T* x, int64_t lo, i
     }
     for (int j = 0; j < m; ++j) {
       const float cj = Codec::Centre(Codec::MagIndex(Ratio(a[j], inv_scale), levels), bits);
-      c[j] = a[j] >= 0.0f ? cj : 0.0f;
-      a[j] = a[j] >= 0.0f ? a[j] : 0.0f;
+      c[j] = a[j] >= 0.0f ? cj : 0.0f;  // a non-finite value (a = -1) adds 0 * -1 below
     }
     int j = 0;
     for (; j + kLanes <= m; j += kLanes) {
