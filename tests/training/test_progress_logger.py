@@ -49,3 +49,56 @@ def test_without_sum_scales_local_count():
     fit_with(logger)
     entry = logger.history[0]
     assert entry["tokens_per_s"] == pytest.approx(3 * 4 * 2 * 3 / (4 * entry["s_per_step"]))
+
+
+def test_jsonl_log_has_one_parsable_entry_per_logged_step(tmp_path):
+    from tf_nmt.training.callbacks import read_progress_log
+
+    path = tmp_path / "run" / "progress.jsonl"
+    lines = []
+    logger = ProgressLogger(2, 4, log=lines.append, jsonl_path=path)
+    fit_with(logger)
+    raw = path.read_text().splitlines()
+    assert len(raw) == len(lines) == 2
+    entries = read_progress_log(path)
+    assert [e["step"] for e in entries] == [2, 4]
+    for entry, seen in zip(entries, logger.history):
+        assert entry["total_steps"] == 4 and entry["elapsed_s"] >= 0
+        for key in ("loss", "lr", "tokens_per_s", "tokens_per_s_per_rank", "s_per_step", "time"):
+            assert entry[key] == pytest.approx(seen[key])
+    assert entries[1]["elapsed_s"] >= entries[0]["elapsed_s"]
+
+
+def test_jsonl_log_continues_on_resume_and_drops_steps_past_the_restart(tmp_path):
+    import json
+
+    from tf_nmt.training.callbacks import read_progress_log
+
+    path = tmp_path / "progress.jsonl"
+    # an earlier invocation logged steps 2 and 6 (6: after the checkpoint at 4, then killed
+    # while writing the next line)
+    path.write_text(json.dumps({"step": 2, "loss": 1.0}) + "\n"
+                    + json.dumps({"step": 6, "loss": 0.5}) + "\n" + '{"step": 8, "lo')
+
+    class Resumed(ProgressLogger):  # the restored optimizer starts at step 4
+        def on_train_begin(self, logs=None):
+            self.model.optimizer.iterations.assign(4)
+            super().on_train_begin(logs)
+
+    logger = Resumed(2, 8, log=lambda _m: None, jsonl_path=path)
+    fit_with(logger)
+    assert [e["step"] for e in read_progress_log(path)] == [2, 6, 8]
+    entries = read_progress_log(path)
+    assert entries[0] == {"step": 2, "loss": 1.0}
+    assert entries[1]["total_steps"] == 8 and entries[1]["loss"] != 0.5  # step 6 logged anew
+
+
+def test_reading_rejects_a_malformed_line_that_is_not_the_last(tmp_path):
+    from tf_nmt.training.callbacks import read_progress_log
+
+    path = tmp_path / "progress.jsonl"
+    path.write_text('{"step": 2}\nnot json\n{"step": 4}\n')
+    with pytest.raises(ValueError, match=":2:"):
+        read_progress_log(path)
+    assert read_progress_log(tmp_path / "missing.jsonl") == []
+

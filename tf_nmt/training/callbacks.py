@@ -1,9 +1,12 @@
-"""Keras callbacks for training runs: progress line, divergence guard, checkpoints, time budget."""
+"""Keras callbacks for training runs: progress line (and its JSONL twin), divergence guard,
+checkpoints, time budget."""
 from __future__ import annotations
 
+import json
 import math
 import time
-from typing import Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from tf_nmt.compat import keras, tf
 
@@ -19,6 +22,32 @@ def _current_lr(optimizer) -> float:
     return float(tf.keras.backend.get_value(lr)) if not isinstance(lr, float) else lr
 
 
+PROGRESS_LOG = "progress.jsonl"  # the machine-readable progress log, in the run directory
+
+
+def read_progress_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
+    """The entries of a JSONL progress log, in file order (``[]`` when there is none).
+
+    A last line cut short by a crash mid-write is skipped; a malformed line elsewhere is an
+    error, since the file is written only by :class:`ProgressLogger`.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    entries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):  # torn final write
+                break
+            raise ValueError(f"{path}:{number}: not a JSON progress entry: {line[:80]!r}") from None
+    return entries
+
+
 class ProgressLogger(keras.callbacks.Callback):
     """Prints ``step | loss | lr | tokens/s | s/step`` every ``every`` steps.
 
@@ -27,15 +56,42 @@ class ProgressLogger(keras.callbacks.Callback):
     the total rate of all workers and the rate per worker: ``sum_across_ranks`` (called on every
     rank at the same steps, e.g. an allreduce) sums the ranks' token counts; without it the
     local count is scaled by ``world_size``.
+
+    With ``jsonl_path`` every entry is also appended to that file as one JSON object per line
+    (``step``, ``total_steps``, ``loss``, ``lr``, ``tokens_per_s``, ``tokens_per_s_per_rank``,
+    ``s_per_step``, ``elapsed_s`` since this invocation began training, ``time``), flushed at
+    once, so studies read numbers instead of parsing the human line. Pass it on the chief only.
+    A resumed run continues the file; entries past the step it resumes from (logged after the
+    checkpoint it restarts at) are dropped first, so each step appears once.
     """
 
     def __init__(self, every: int, total_steps: int, log: Callable[[str], None] = print,
                  world_size: int = 1,
-                 sum_across_ranks: Optional[Callable[[float], float]] = None) -> None:
+                 sum_across_ranks: Optional[Callable[[float], float]] = None,
+                 jsonl_path: Optional[Union[str, Path]] = None) -> None:
         super().__init__()
         self.every, self.total_steps, self.log, self.world_size = every, total_steps, log, world_size
         self.sum_across_ranks = sum_across_ranks
-        self.history = []
+        self.jsonl_path = Path(jsonl_path) if jsonl_path is not None else None
+        self.history: List[Dict[str, Any]] = []
+
+    def on_train_begin(self, logs=None):
+        self._train_t0 = time.perf_counter()
+        if self.jsonl_path is None or not self.jsonl_path.is_file():
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        earlier = read_progress_log(self.jsonl_path)
+        kept = [e for e in earlier if e.get("step", 0) <= step]
+        if len(kept) != len(earlier) or self.jsonl_path.read_bytes()[-1:] not in (b"", b"\n"):
+            tmp = self.jsonl_path.with_name(self.jsonl_path.name + ".tmp")
+            tmp.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
+            tmp.replace(self.jsonl_path)
+
+    def _append(self, entry: Dict[str, Any]) -> None:
+        self.jsonl_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.jsonl_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._t0 = time.perf_counter()
@@ -60,6 +116,9 @@ class ProgressLogger(keras.callbacks.Callback):
                  "tokens_per_s_per_rank": rate / self.world_size,
                  "s_per_step": elapsed / steps, "time": time.time()}
         self.history.append(entry)
+        if self.jsonl_path is not None:
+            self._append({"step": step, "total_steps": self.total_steps, **entry,
+                          "elapsed_s": now - self._train_t0})
         per_rank = f" ({rate / self.world_size:,.0f}/rank)" if self.world_size > 1 else ""
         self.log(f"step {step:>6}/{self.total_steps} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
                  f"| {rate:,.0f} tgt tok/s{per_rank} | {entry['s_per_step']:.3f} s/step")

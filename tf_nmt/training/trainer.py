@@ -7,12 +7,11 @@ checkpoints, TensorBoard logs and the run directory.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
@@ -21,15 +20,14 @@ from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
-from tf_nmt.models import build_model
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
 from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import make_checkpoint, make_manager
 from tf_nmt.training.optimizers import build_optimizer
-from tf_nmt.training.run_dir import RunDir, RunDirError, check_resume
-from tf_nmt.training.schedules import build_schedule
+from tf_nmt.training import schedules
+from tf_nmt.training.run import RunDir, build_initialised_model, check_resume, run_meta
 
 
 @dataclass
@@ -50,10 +48,7 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     ctx = ctx or distributed.init(enabled=False)
     model = build_model_for_training(cfg, vocab_size)
     t = cfg.train
-    peak_lr = distributed.scale_lr(t.peak_lr, ctx.size) if t.scale_lr_with_workers else t.peak_lr
-    warmup = distributed.scale_warmup(t.warmup_steps, ctx.size) if t.scale_lr_with_workers else t.warmup_steps
-    schedule = _schedule(cfg, peak_lr, warmup)
-    optimizer = build_optimizer(t, schedule)
+    optimizer = build_optimizer(t, schedules.from_config(t, ctx.size))
     optimizer = comm.wrap_optimizer(optimizer, comm.resolve_comm(t), ctx,
                                     backward_passes_per_step=t.backward_passes_per_step)
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
@@ -62,39 +57,11 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
 
 
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
-    """The configured model with its variables created, under the configured dtype policy.
-
-    The policy is set only while the layers are constructed (layers keep the policy they were
-    built with), so evaluation and export elsewhere in the process stay in float32.
-    """
+    """The configured model with its variables created, under the configured dtype policy."""
     if cfg.train.mixed_precision and cfg.model.kind != "transformer":
         raise ValueError("train.mixed_precision is supported for the transformer only")
     policy = "mixed_bfloat16" if cfg.train.mixed_precision else "float32"
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(policy)
-    try:
-        model = build_model(cfg.model.kind, vocab_size, **cfg.model.hparams)
-        model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
-    return model
-
-
-def _schedule(cfg: Config, peak_lr: float, warmup: int):
-    t = cfg.train
-    name = transfer.schedule_name(t.schedule, t.init_from, t.init_warmup)
-    params: Dict[str, Any] = {"peak_lr": peak_lr}
-    if name in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
-        params["warmup_steps"] = warmup
-    elif name == "step_decay":
-        params.update(decay_start=t.decay_start, decay_every=t.decay_every, decay_factor=t.decay_factor)
-    return build_schedule(name, implementation=t.schedule_implementation, **params)
-
-
-def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[str, Any]:
-    return {"vocab_fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size,
-            "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
-            "world_size": world_size}
+    return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy)
 
 
 def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) -> SubwordTokenizer:
@@ -170,7 +137,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     progress = cb.ProgressLogger(
         t.log_every, t.train_steps, log=chief_log, world_size=ctx.size,
         sum_across_ranks=((lambda v: distributed.allreduce_sum(v, ctx, name="progress_tokens"))
-                          if ctx.distributed else None))
+                          if ctx.distributed else None),
+        jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None)
     guard = cb.DivergenceGuard(t.divergence_factor)
     budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
     callbacks: List[keras.callbacks.Callback] = comm.comm_callbacks(  # sync + bytes/step first
@@ -196,26 +164,3 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                        val_loss=val_loss, num_parameters=num_params,
                        stopped_by_time_budget=budget.stopped_early)
 
-
-def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None):
-    """(model, tokenizer, config) of a run, restored from ``checkpoint`` or the latest one."""
-    from tf_nmt.config import load_config
-
-    run = RunDir(Path(run_dir))
-    if not run.config_path.is_file():
-        raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
-    cfg = load_config(run.config_path)
-    tokenizer = SubwordTokenizer.load(run.vocab_path)
-    model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)  # float32
-    model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
-    prefix = checkpoint or tf.train.latest_checkpoint(str(run.checkpoints))
-    if prefix is None:
-        raise RunDirError(f"no checkpoint in {run.checkpoints}")
-    tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
-    return model, tokenizer, cfg
-
-
-def write_json_atomic(path: Path, payload: Dict[str, Any]) -> None:
-    from tf_nmt.data.tokenizer import write_bytes_atomic
-
-    write_bytes_atomic(Path(path), (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
