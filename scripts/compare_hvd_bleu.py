@@ -1,124 +1,15 @@
-"""BLEU of a ``horovodrun -np N`` training run against one process at the same effective batch.
+#!/usr/bin/env python
+"""BLEU of a horovodrun -np N training run against one process at the same effective batch.
 
-    .venv/bin/python scripts/compare_hvd_bleu.py --steps 4000          # quickstart, N = 2
-    .venv/bin/python scripts/compare_hvd_bleu.py --steps 20 --limit 50 --work-dir /tmp/cmp \
-        --out /tmp/cmp/hvd_vs_single.json                               # a smoke run
-
-Runs, one after the other, with ``tf-nmt``:
-
-1. ``tf-nmt train`` single-process with ``data.batch_tokens = N x B``;
-2. ``horovodrun -np N -H localhost:N --gloo tf-nmt train`` with ``data.batch_tokens = B`` per
-   rank and ``train.scale_lr_with_workers=false`` -- the same tokens per update and the same
-   learning-rate schedule as run 1 (``--scale-lr`` instead scales both runs' LR/warm-up by N,
-   the trainer's rule for N workers);
-3. ``tf-nmt evaluate --split test`` of both runs;
-
-and writes BLEU, chrF, the difference and the exact commands to ``--out``
-(default ``results/hvd_vs_single.json``). Existing run directories are resumed (the trainer
-refuses mismatched ones), so an interrupted comparison can be restarted with the same command.
+The same as ``tf-nmt study hvd-vs-single`` with the same arguments; the study is
+:mod:`tf_nmt.studies.hvd_vs_single` (its docstring has the details and example commands).
 """
-from __future__ import annotations
-
-import argparse
-import json
-import math
-import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import List
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import hvd_common  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also from a plain checkout
 
-from tf_nmt.distributed import launcher  # noqa: E402
-
-
-def tf_nmt_cmd() -> List[str]:
-    return [sys.executable, "-m", "tf_nmt"]
-
-
-def run(cmd: List[str], log_path: Path, env: dict) -> float:
-    """Run ``cmd`` (output to ``log_path``); raise with the log's tail when it fails."""
-    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    t0 = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.run(cmd, cwd=launcher.REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = log_path.read_text()[-3000:]
-        raise SystemExit(f"command failed ({proc.returncode}), see {log_path}:\n{tail}")
-    return time.perf_counter() - t0
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, required=True, help="train.train_steps of both runs")
-    p.add_argument("--np", type=int, default=2, help="Horovod ranks")
-    p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per batch and rank")
-    p.add_argument("--preset", default="quickstart")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="extra overrides for both runs")
-    p.add_argument("--scale-lr", action="store_true",
-                   help="scale peak LR x N and warm-up / N in both runs (default: unscaled)")
-    p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
-    p.add_argument("--split", default="test", choices=["dev", "test"])
-    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N sentences")
-    p.add_argument("--work-dir", type=Path, default=Path("runs/hvd_vs_single"))
-    p.add_argument("--out", type=Path, default=Path("results/hvd_vs_single.json"))
-    p.add_argument("--overwrite", action="store_true")
-    args = p.parse_args()
-    if args.np < 2:
-        raise SystemExit("--np must be >= 2 (the comparison is N ranks against one process)")
-    if args.out.exists() and not args.overwrite:
-        raise SystemExit(f"{args.out} exists: pass --overwrite to replace it")
-    cfg = hvd_common.study_config(args.preset, args.set, args.batch_tokens)  # validates overrides
-    common = [f"train.train_steps={args.steps}", "train.time_budget_minutes=0", *args.set]
-    if args.scale_lr:
-        single_sched = [f"train.peak_lr={cfg.train.peak_lr * args.np}",
-                        f"train.warmup_steps={math.ceil(cfg.train.warmup_steps / args.np)}"]
-        hvd_sched = ["train.scale_lr_with_workers=true"]
-    else:
-        single_sched, hvd_sched = [], ["train.scale_lr_with_workers=false"]
-    runs = {
-        "single": (1, [f"data.batch_tokens={args.np * args.batch_tokens}", *common, *single_sched]),
-        f"hvd{args.np}": (args.np, [f"data.batch_tokens={args.batch_tokens}", *common, *hvd_sched]),
-    }
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    env = launcher.worker_env(threads=max(1, 2 // args.np) if args.np > 1 else 2)
-    result = {"preset": args.preset, "steps": args.steps, "np": args.np,
-              "effective_batch_tokens": args.np * args.batch_tokens, "split": args.split,
-              "limit": args.limit, "scale_lr": args.scale_lr, "runs": {}}
-    for name, (np_, overrides) in runs.items():
-        run_dir = args.work_dir / name
-        train = tf_nmt_cmd() + ["train", "--run-dir", str(run_dir), "--preset", args.preset]
-        for item in overrides:
-            train += ["--set", item]
-        if np_ > 1:
-            train = launcher.horovodrun_prefix(np_, args.controller) + train
-        run_env = env if np_ > 1 else launcher.worker_env(threads=2)
-        train_s = run(train, args.work_dir / f"{name}.train.log", run_env)
-        metrics_path = run_dir / f"{args.split}.metrics.json"
-        evaluate = tf_nmt_cmd() + ["evaluate", "--run-dir", str(run_dir), "--split", args.split,
-                                   "--output-json", str(metrics_path)]
-        if args.limit:
-            evaluate += ["--limit", str(args.limit)]
-        eval_s = run(evaluate, args.work_dir / f"{name}.eval.log", launcher.worker_env(threads=2))
-        metrics = json.loads(metrics_path.read_text())
-        result["runs"][name] = {"ranks": np_, "overrides": overrides, "train_command": train,
-                                "eval_command": evaluate, "train_s": train_s, "eval_s": eval_s,
-                                "bleu": metrics["bleu"], "chrf": metrics.get("chrf"),
-                                "signature": metrics.get("signature")}
-    single, hvd = result["runs"]["single"], result["runs"][f"hvd{args.np}"]
-    result["bleu_difference"] = hvd["bleu"] - single["bleu"]
-    print(f"\n{'run':8} {'ranks':>5} {'BLEU':>6} {'chrF':>6} {'train s':>8}")
-    for name, r in result["runs"].items():
-        chrf = "-" if r["chrf"] is None else f"{r['chrf']:.2f}"
-        print(f"{name:8} {r['ranks']:>5} {r['bleu']:>6.2f} {chrf:>6} {r['train_s']:>8.0f}")
-    print(f"BLEU hvd{args.np} - single = {result['bleu_difference']:+.2f}")
-    hvd_common.write_json(args.out, result, overwrite=args.overwrite)
-    print(f"wrote {args.out}")
-
+from tf_nmt.studies import run_study  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_study("hvd-vs-single", sys.argv[1:]))

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
+from tf_nmt.config import COMM_MODES
+from tf_nmt.errors import UsageError, UserError
+from tf_nmt.studies import STUDIES, run_study
 
 
 def _config(args: argparse.Namespace):
@@ -71,7 +74,7 @@ def cmd_train_async(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tf_nmt.evaluation.evaluate import evaluate_run
-    from tf_nmt.training.trainer import write_json_atomic
+    from tf_nmt.utils.io import write_json_atomic
 
     report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=args.checkpoint,
                           data_dir=args.data_dir, beam_size=args.beam_size,
@@ -94,6 +97,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.export_dir:
         import tensorflow_text  # noqa: F401  (SentencePiece ops)
 
+        if not (Path(args.export_dir) / "saved_model.pb").is_file():
+            raise UsageError(f"--export-dir {args.export_dir}: no SavedModel there "
+                             "(saved_model.pb is missing); export one with `tf-nmt export`")
+
         serve = tf.saved_model.load(str(args.export_dir)).signatures["serving_default"]
         outputs = []
         for start in range(0, len(lines), args.batch_size):
@@ -102,7 +109,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         outputs = outputs[:len(lines)]
     else:
         from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-        from tf_nmt.training.trainer import load_trained_model
+        from tf_nmt.training.run import load_trained_model
 
         model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
         fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
@@ -130,9 +137,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         run_quantized_export(args)
         return 0
     if args.run_dir is None:
-        raise ValueError("export needs --run-dir (or --quantized PACKED_FILE)")
+        raise UsageError("export needs --run-dir (or --quantized PACKED_FILE)")
     from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.training.trainer import load_trained_model
+    from tf_nmt.training.run import load_trained_model
 
     model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
@@ -144,13 +151,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_average(args: argparse.Namespace) -> int:
     from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-    from tf_nmt.training.run_dir import RunDir
-    from tf_nmt.training.trainer import load_trained_model
+    from tf_nmt.training.run import RunDir, RunDirError, load_trained_model
 
     run = RunDir(Path(args.run_dir))
     prefixes = list_checkpoints(run.checkpoints)[-args.last:]
     if len(prefixes) < args.last:
-        raise ValueError(f"asked to average the last {args.last} checkpoints but "
+        raise RunDirError(f"asked to average the last {args.last} checkpoints but "
                          f"{run.checkpoints} holds {len(prefixes)}")
     model, _, _ = load_trained_model(run.root)
     out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite)
@@ -165,6 +171,10 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
                    Path(args.results), minutes=args.minutes, overrides=args.set,
                    debs_dir=args.debs_dir)
     return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    return run_study(args.name, args.study_args)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -204,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resume checkpoints written by a different number of workers")
     p.add_argument("--quantize-bits", type=int, metavar="B",
                    help="re-train under B-bit quantisation (train.quantize_bits; see train.quantize_*)")
-    p.add_argument("--comm", choices=["dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf"],
+    p.add_argument("--comm", choices=COMM_MODES,
                    help="gradient communication (train.comm; graddrop/fedavg/bmuf options are "
                         "train.drop_ratio, train.local_gradients, train.average_every, ...)")
     p.add_argument("--init-from", metavar="PARENT",
@@ -289,6 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training time budget (the whole job stays under ~60 min on 2 cores)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.set_defaults(func=cmd_quickstart)
+
+    p = sub.add_parser("study", help="run an experiment of tf_nmt.studies (results/*.json)",
+                       description="Run study NAME; `tf-nmt study NAME --help` lists its options.")
+    p.add_argument("name", choices=list(STUDIES))
+    p.add_argument("study_args", nargs=argparse.REMAINDER, metavar="...",
+                   help="the study's own arguments")
+    p.set_defaults(func=cmd_study)
     return parser
 
 
@@ -307,16 +324,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _is_user_error(err: Exception) -> bool:
-    from tf_nmt.config import ConfigError
-    from tf_nmt.training.callbacks import DivergenceError
-    from tf_nmt.training.run_dir import RunDirError
-
-    try:
-        from tf_nmt.data.corpus import CorpusError
-    except ImportError:  # pragma: no cover
-        CorpusError = ConfigError
-    return isinstance(err, (ConfigError, CorpusError, RunDirError, DivergenceError,
-                            FileExistsError, FileNotFoundError, ValueError))
+    """Errors about the user's input (printed as one line); everything else keeps its traceback."""
+    return isinstance(err, (UserError, FileExistsError, FileNotFoundError, NotADirectoryError))
 
 
 if __name__ == "__main__":

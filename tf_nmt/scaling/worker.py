@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     from tf_nmt import distributed  # noqa: PLC0415
     from tf_nmt.compat import tf  # noqa: PLC0415
     from tf_nmt.config import load_config, preset  # noqa: PLC0415
-    from tf_nmt.training.trainer import build_and_compile  # noqa: PLC0415
+    from tf_nmt.studies.step_split import StepSplit, with_and_without_exchange  # noqa: PLC0415
 
     if args.batch_sentences < 1 or args.steps < 1 or args.block < 1:
         raise ValueError("--batch-sentences, --steps and --block must be >= 1")
@@ -76,8 +76,7 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     tf.random.set_seed(args.seed + ctx.rank)
     rng = np.random.default_rng(args.seed + 1000 * ctx.rank)
     x, y = _batch(tf, rng, args.batch_sentences, args.src_len, args.tgt_len, args.vocab_size)
-    full = build_and_compile(cfg, args.vocab_size, ctx)
-    local = build_and_compile(cfg, args.vocab_size, distributed.SINGLE)
+    full, local = with_and_without_exchange(cfg, args.vocab_size, ctx)
     for model in (full, local):
         distributed.barrier(ctx)
         _timed(model, x, y, args.warmup)
@@ -95,16 +94,15 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
         stats[f"step_{label}_s"] = distributed.allreduce_mean(fn(step_times), ctx, name=f"s_{label}")
         stats[f"compute_{label}_s"] = distributed.allreduce_mean(fn(compute_times), ctx,
                                                                  name=f"c_{label}")
-    step = stats[f"step_{args.estimator}_s"]
-    compute = stats[f"compute_{args.estimator}_s"]
+    split = StepSplit(stats[f"step_{args.estimator}_s"], stats[f"compute_{args.estimator}_s"])
     tokens_per_worker = args.batch_sentences * args.tgt_len
     result = {
         "world": ctx.size, "per_worker_sentences": args.batch_sentences,
         "src_len": args.src_len, "tgt_len": args.tgt_len, "vocab_size": args.vocab_size,
         "global_tokens_per_step": tokens_per_worker * ctx.size,
-        "step_s": step, "compute_s": compute, "comm_s": max(0.0, step - compute),
-        "comm_s_raw": step - compute,  # negative when timing noise exceeds the exchange
-        "tokens_per_s": tokens_per_worker * ctx.size / step,
+        "step_s": split.step_s, "compute_s": split.compute_s, "comm_s": split.comm_s,
+        "comm_s_raw": split.comm_s_raw,  # negative when timing noise exceeds the exchange
+        "tokens_per_s": tokens_per_worker * ctx.size / split.step_s,
         "num_parameters": int(sum(int(np.prod(v.shape)) for v in full.trainable_variables)),
         "estimator": args.estimator, **stats,
         "rank0_step_times_s": step_times, "rank0_compute_times_s": compute_times,

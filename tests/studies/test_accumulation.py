@@ -1,19 +1,13 @@
-"""The analysis of scripts/accumulation_study.py on synthetic per-rank records (the measurement
+"""The analysis of the accumulation study on synthetic per-rank records (the measurement
 itself runs under horovodrun; see tests/parallel/test_exchange_sizes.py)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "accumulation_study.py"
+from tf_nmt.studies import accumulation
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("accumulation_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return accumulation
 
 
 def totals(slice_b, gathered, emb_dense, rest):
@@ -52,3 +46,20 @@ def test_a_gathered_buffer_that_is_not_the_sum_of_slices_is_reported(study):
 def test_no_sparse_gradient_gives_no_embedding_ratio(study):
     row = study.summarise(ranks_with([0, 0], emb_dense=0), "untied")
     assert row["sparse_buffer_ratio"] is None and row["buffer_ratio"] == 1.0
+
+
+def test_combine_extrapolates_with_the_mean_slice_and_the_table_marks_sources(study):
+    rows = [study.summarise(ranks_with([300, 500]), "untied"),
+            study.summarise(ranks_with([200, 400, 300, 300]), "untied")]
+    variants = study.combine({"untied": rows}, (64,))
+    data = variants["untied"]
+    assert data["slice_bytes_per_rank"] == pytest.approx((400 + 300) / 2)
+    assert [r["ranks"] for r in data["curve"]] == [2, 4, 64]
+    big = data["curve"][-1]  # the allgather buffer grows as N x slice, the allreduce one stays
+    assert big["off_buffer_bytes"] == pytest.approx(64 * 350 + 1000)
+    assert big["on_buffer_bytes"] == pytest.approx(800 + 1000)
+    variants["untied"]["tie_embeddings"] = False
+    result = {"batch_tokens": 5000, "tokens_per_rank_step": {"sentences": 10.0},
+              "seed": {"ranks": 64, "ratio": 82.0}, "variants": variants}
+    text = study.table(result)
+    assert "meas" in text and "extr" in text and "at 64 ranks, untied" in text

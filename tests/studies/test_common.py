@@ -1,0 +1,50 @@
+"""Shared study helpers and the ``tf-nmt study`` entry point."""
+import json
+
+import numpy as np
+import pytest
+
+from tf_nmt import cli
+from tf_nmt.studies import STUDIES, common, run_study
+
+
+def test_rank_files_are_read_in_order_and_a_missing_one_is_an_error(tmp_path):
+    for rank in (0, 1):
+        common.rank_file(tmp_path, rank).write_text(json.dumps({"rank": rank}))
+    assert [r["rank"] for r in common.read_ranks(tmp_path, 2)] == [0, 1]
+    with pytest.raises(RuntimeError, match="rank 2"):
+        common.read_ranks(tmp_path, 3)
+
+
+def test_small_helpers(tmp_path):
+    assert common.parse_ranks("1, 2,4") == (1, 2, 4)
+    with pytest.raises(ValueError):
+        common.parse_ranks("0,2")
+    assert common.set_args(["a.b=1", "c.d=2"]) == ["--set", "a.b=1", "--set", "c.d=2"]
+    counts = common.batch_tokens({"source": np.array([[5, 6, 0], [7, 0, 0]])}, np.array([[1, 0], [2, 3]]))
+    assert counts == {"sentences": 2, "source_padded": 6, "target_padded": 4, "source_tokens": 3,
+                      "target_tokens": 3}
+    out = tmp_path / "r.json"
+    common.write_result(out, {"a": 1}, overwrite=False)
+    with pytest.raises(SystemExit, match="--overwrite"):
+        common.write_result(out, {"a": 2}, overwrite=False)
+    common.write_result(out, {"a": 2}, overwrite=True)
+    assert json.loads(out.read_text()) == {"a": 2}
+
+
+def test_cli_forwards_the_study_arguments(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(cli, "run_study", lambda name, argv: seen.append((name, argv)) or 0)
+    assert cli.main(["study", "compression", "--modes", "bmuf", "--resume"]) == 0
+    assert seen == [("compression", ["--modes", "bmuf", "--resume"])]
+    assert set(STUDIES) >= {"accumulation", "throughput", "compression", "hvd-vs-single",
+                            "quantization", "transfer", "async"}
+    with pytest.raises(ValueError, match="unknown study"):
+        run_study("scaling-laws", [])
+
+
+def test_run_study_runs_the_module_main(tmp_path):
+    existing = tmp_path / "transfer.json"
+    existing.write_text("{}")
+    with pytest.raises(SystemExit, match="exists"):  # refused before anything is trained
+        run_study("transfer", ["--output", str(existing), "--work-dir", str(tmp_path / "w")])

@@ -1,0 +1,149 @@
+"""The compression study: argument checks, names (current and earlier), resume, summary from
+the progress log (no training here)."""
+import json
+
+import pytest
+
+from tf_nmt.studies import compression as exp
+
+
+def test_arguments_are_checked(tmp_path):
+    args = exp.parse_args(["--modes", "sparse_as_dense,bmuf", "--models", "gnmt", "--results",
+                           str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    assert args.modes == ["sparse_as_dense", "bmuf"] and args.models == ["gnmt"]
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--modes", "topk"])
+    with pytest.raises(SystemExit):  # the model kind is gnmt now
+        exp.parse_args(["--models", "lstm"])
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--eval-every", "300", "--average-every", "500"])
+    existing = tmp_path / "exists.json"
+    existing.write_text("{}")
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--results", str(existing), "--plot", str(tmp_path / "p.png")])
+
+
+def test_every_variant_is_a_valid_config():
+    from tf_nmt.config import load_config
+    from tf_nmt.distributed.comm import resolve_comm
+
+    for name, overrides in exp.VARIANTS.items():
+        mode = resolve_comm(load_config(overrides=overrides).train).mode
+        expected = {"single": "sparse_as_dense", "sparse_as_dense": "sparse_as_dense",
+                    "dense": "dense"}.get(name, name.split("_")[0])
+        assert mode == expected, name
+    assert exp.BASELINE in exp.DEFAULT_MODES.split(",") and "dense" not in exp.DEFAULT_MODES.split(",")
+
+
+def test_single_reference_does_what_the_ranks_do_together(tmp_path):
+    args = exp.parse_args(["--np", "2", "--set", "data.batch_tokens=2048", "--results",
+                           str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    single = exp.run_overrides(args, "transformer", "single")
+    # quickstart: peak 2e-3, warm-up 300; the trainer's rule for 2 workers: 4e-3, 150
+    assert single[-4:] == ["data.batch_tokens=4096", "train.peak_lr=0.004",
+                           "train.warmup_steps=150", "train.scale_lr_with_workers=false"]
+    args.set.append("train.scale_lr_with_workers=false")
+    assert exp.run_overrides(args, "transformer", "single")[-4:-1] == [
+        "data.batch_tokens=4096", "train.peak_lr=0.002", "train.warmup_steps=300"]
+    assert not any(o.startswith("data.batch_tokens=4096") for o in exp.run_overrides(args, "transformer", "sparse_as_dense"))
+
+
+def test_resume_reuses_only_a_finished_run_with_the_same_settings(tmp_path):
+    argv = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
+            "--out-dir", str(tmp_path)]
+    args = exp.parse_args(argv + ["--resume", "--steps", "40"])
+    run_dir = tmp_path / "transformer-sparse_as_dense"
+    run_dir.mkdir()
+    with pytest.raises(SystemExit, match="unfinished"):  # no record: never trained to the end
+        exp.train_run(args, "transformer", "sparse_as_dense", run_dir)
+    record = {"overrides": exp.run_overrides(args, "transformer", "sparse_as_dense"),
+              "launched": 1.0, "wall_seconds": 2.0, "stdout": ""}
+    (run_dir / exp.RUN_RECORD).write_text(json.dumps(record))
+    assert exp.train_run(args, "transformer", "sparse_as_dense", run_dir) == {
+        **record, "run_dir": str(run_dir)}
+    with pytest.raises(SystemExit, match="other settings"):
+        exp.train_run(exp.parse_args(argv + ["--resume", "--steps", "80"]), "transformer",
+                      "sparse_as_dense", run_dir)
+    with pytest.raises(SystemExit):
+        exp.parse_args(argv + ["--resume", "--overwrite"])
+
+
+def test_resume_reuses_a_run_of_the_earlier_naming(tmp_path):
+    """Runs of the earlier names (variant "dense" = sparse_as_dense, model "lstm" = gnmt) are
+    found and reused; a package-"dense" (allgather) run is never mistaken for one."""
+    argv = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
+            "--out-dir", str(tmp_path), "--resume", "--steps", "40"]
+    args = exp.parse_args(argv)
+    old = tmp_path / "lstm-dense"
+    old.mkdir()
+    record = {"overrides": exp.run_overrides(args, "gnmt", "sparse_as_dense"), "launched": 1.0,
+              "wall_seconds": 2.0, "stdout": ""}
+    (old / exp.RUN_RECORD).write_text(json.dumps(record))
+    assert exp.run_dirs(tmp_path, "gnmt", "sparse_as_dense")[-1] == old
+    reused = exp.train_run(args, "gnmt", "sparse_as_dense", tmp_path / "gnmt-sparse_as_dense")
+    assert reused["run_dir"] == str(old)
+    # "dense" now names the allgathering mode: the old sparse_as_dense run does not stand in
+    assert exp.finished_run(args, "gnmt", "dense") is None
+    (tmp_path / "gnmt-dense").mkdir()
+    with pytest.raises(SystemExit, match="unfinished"):
+        exp.train_run(args, "gnmt", "dense", tmp_path / "gnmt-dense")
+
+
+def test_results_of_the_earlier_naming_are_translated():
+    sad = ["train.comm=sparse_as_dense", "train.train_steps=40"]
+    old = {"setting": {"models": ["lstm"], "modes": ["dense", "graddrop_local", "single"]},
+           "runs": [{"model": "lstm", "mode": "dense", "overrides": sad},
+                    {"model": "lstm", "mode": "graddrop_local", "overrides": ["train.comm=graddrop"]},
+                    {"model": "lstm", "mode": "single", "overrides": sad}],
+           "against_single": [{"model": "lstm", "mode": "dense", "bleu_minus_single": {"500": 0.1}}]}
+    new = exp.translate_results(old)
+    assert [(r["model"], r["mode"]) for r in new["runs"]] == [
+        ("gnmt", "sparse_as_dense"), ("gnmt", "graddrop_local"), ("gnmt", "single")]
+    assert new["setting"] == {"models": ["gnmt"], "modes": ["sparse_as_dense", "graddrop_local", "single"]}
+    assert new["against_single"] == [{"model": "gnmt", "mode": "sparse_as_dense",
+                                      "bleu_minus_single": {"500": 0.1}}]
+    assert exp.translate_results(new) == new  # current names stay
+    dense = {"runs": [{"model": "gnmt", "mode": "dense", "overrides": ["train.comm=dense"]}]}
+    assert exp.translate_results(dense)["runs"][0]["mode"] == "dense"
+
+
+def test_against_single_compares_at_the_shared_steps():
+    runs = [{"model": "transformer", "mode": "single", "curve": [{"step": 500, "bleu": 4.0},
+                                                                  {"step": 1000, "bleu": 6.0}]},
+            {"model": "transformer", "mode": "sparse_as_dense", "curve": [{"step": 500, "bleu": 3.5},
+                                                                 {"step": 1000, "bleu": 6.25}]},
+            {"model": "transformer", "mode": "graddrop", "curve": [{"step": 500, "bleu": 1.0}]}]
+    rows = exp.against_single(runs)
+    assert rows == [{"model": "transformer", "mode": "sparse_as_dense", "bleu_minus_single": {500: -0.5, 1000: 0.25}},
+                    {"model": "transformer", "mode": "graddrop", "bleu_minus_single": {500: -3.0}}]
+    assert exp.against_single(runs[1:]) == []
+
+
+def test_summary_from_the_progress_log_and_threshold():
+    progress = [{"step": 20, "loss": 7.1, "tokens_per_s": 3000.0},
+                {"step": 40, "loss": 6.5, "tokens_per_s": 5000.0}]
+    stats = {"sent_bytes_per_step": 10.0, "dense_bytes_per_step": 1000, "reduction": 100.0,
+             "mean_density": 0.02, "per_step": [{"step": 1, "sent_bytes": 100}, {"step": 2, "sent_bytes": 10}]}
+    curve = [{"step": 20, "seconds": 60.0, "bleu": 3.0}, {"step": 40, "seconds": 120.0, "bleu": 9.0}]
+    run = {"wall_seconds": 130.0}
+    base = exp.summarise("transformer", "sparse_as_dense", run, curve, stats, 1, progress)
+    gd = exp.summarise("transformer", "graddrop", run, curve[:1], stats, 1, progress)
+    assert base["final_bleu"] == 9.0 and base["tgt_words_per_s"] == 5000  # first window skipped
+    assert base["loss"] == [{"step": 20, "loss": 7.1}, {"step": 40, "loss": 6.5}]
+    assert base["bytes_per_step_after_drop_warmup"] == 10
+    assert exp.summarise("transformer", "bmuf", run, [], {}, 1, [])["tgt_words_per_s"] is None
+    exp.time_to_threshold([base, gd], 0.0)
+    assert base["bleu_threshold"] == pytest.approx(8.1)  # 90% of the best sparse_as_dense BLEU
+    assert base["seconds_to_threshold"] == 120.0 and gd["seconds_to_threshold"] is None
+    assert "graddrop" in exp.table([base, gd])
+
+
+def test_the_study_reads_what_the_trainer_logs(tmp_path):
+    """The progress entries the study summarises are the trainer's JSONL log, read back."""
+    from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log
+
+    (tmp_path / PROGRESS_LOG).write_text("".join(json.dumps(e) + "\n" for e in [
+        {"step": 50, "loss": 6.0, "tokens_per_s": 100.0}, {"step": 100, "loss": 5.0, "tokens_per_s": 300.0}]))
+    row = exp.summarise("transformer", "fedavg", {"wall_seconds": 1.0}, [], {}, 0,
+                        read_progress_log(tmp_path / PROGRESS_LOG))
+    assert row["tgt_words_per_s"] == 300.0 and [p["step"] for p in row["loss"]] == [50, 100]

@@ -1,0 +1,49 @@
+"""Experiments as an importable package: each study module builds its command line
+(``main(argv)``), runs its measurements and writes a results file under ``results/``.
+
+The scripts in ``scripts/`` and ``tf-nmt study NAME`` are thin entry points over these modules.
+The scaling study lives in :mod:`tf_nmt.scaling` (``scripts/scaling_study.py``).
+
+=================  ============================================================  ===========================
+study              what it measures                                               module
+=================  ============================================================  ===========================
+accumulation       bytes Horovod moves and accumulates, sparse_as_dense off/on    :mod:`.accumulation`
+throughput         tokens/s per rank and in total, compute/communication split    :mod:`.throughput`
+compression        BLEU vs step/time of the comm modes under horovodrun            :mod:`.compression`
+hvd-vs-single      BLEU of N Horovod ranks against one process, same batch         :mod:`.hvd_vs_single`
+quantization       log-quantised models: scale, bits, re-training, export          :mod:`.quantization`
+transfer           parent-to-child initialisation, steps to a dev BLEU threshold   :mod:`.transfer`
+async              sync vs async SGD vs async with global accumulation             :mod:`.asynchronous`
+=================  ============================================================  ===========================
+
+Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
+``tf-nmt``), :mod:`.curves` (BLEU of every checkpoint), :mod:`.step_split` (a training step
+split into compute and communication, also used by :mod:`tf_nmt.scaling.worker`).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Dict, List, Optional, Sequence
+
+STUDIES: Dict[str, str] = {
+    "accumulation": "tf_nmt.studies.accumulation",
+    "throughput": "tf_nmt.studies.throughput",
+    "compression": "tf_nmt.studies.compression",
+    "hvd-vs-single": "tf_nmt.studies.hvd_vs_single",
+    "quantization": "tf_nmt.studies.quantization",
+    "transfer": "tf_nmt.studies.transfer",
+    "async": "tf_nmt.studies.asynchronous",
+}
+
+
+def run_study(name: str, argv: Optional[Sequence[str]] = None) -> int:
+    """Run study ``name`` with command-line arguments ``argv``; its exit status.
+
+    The study module is imported here, by name, so that choosing one study does not import
+    the others (and TensorFlow) up front.
+    """
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}: use one of {', '.join(STUDIES)}")
+    module = importlib.import_module(STUDIES[name])
+    args: List[str] = list(argv) if argv is not None else []
+    return int(module.main(args) or 0)

@@ -1,0 +1,139 @@
+"""Sync vs async vs async + K-way global accumulation (K = number of workers), Transformer and
+GNMT, over a learning-rate sweep; optionally artificial staleness for the synchronous runs.
+Every run is ``tf-nmt train-async`` (a local parameter-server cluster) in a subprocess, then
+``tf-nmt evaluate`` on the dev set. Writes ``results/async.json`` and prints a table.
+
+    tf-nmt study async --workers 4 --updates 2000 --lrs 0.0005,0.001,0.002 --kinds transformer,gnmt
+    tf-nmt study async --tiny --output /tmp/async-tiny.json
+
+(``scripts/async_experiment.py`` takes the same arguments.) Modes (same number of *updates* U
+for each):
+
+  sync       k = N pushes per update, rounds of N waited for (synchronous SGD over N workers)
+  async      k = 1: every push is an update (so for U updates it computes N times fewer
+             gradients than sync; the comparison is per update)
+  async+acc  k = N without rounds: one update per N pushes from whichever workers pushed
+  sync+stale k = N rounds with gradients on parameters pulled every ``--stale-u`` updates
+
+The server sums the K pushed gradients (no division by K), so with K > 1 the step is K times
+that of one gradient, as in synchronous SGD with a summed (not averaged) gradient. ``--tiny`` is
+a minutes-long smoke setting whose numbers mean nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from tf_nmt.studies import common
+from tf_nmt.utils.io import write_json_atomic
+
+KIND_SETTINGS = {
+    "transformer": ["model.kind=transformer"],
+    "gnmt": ["model.kind=gnmt", "train.schedule=constant"],
+}
+TINY = {"transformer": ["model.num_layers=1", "model.d_model=32", "model.num_heads=2",
+                        "model.ff_dim=64", "model.dropout=0.0"],
+        "gnmt": ["model.num_layers=2", "model.units=32", "model.dropout=0.0"]}
+MODES = ("sync", "async", "async+acc", "sync+stale")
+
+
+def mode_args(mode: str, workers: int, stale_u: int) -> List[str]:
+    """The ``tf-nmt train-async`` options of one mode with ``workers`` workers."""
+    n = str(workers)
+    return {"sync": ["--k", n, "--synchronous"], "async": ["--k", "1"], "async+acc": ["--k", n],
+            "sync+stale": ["--k", n, "--synchronous", "--refresh-every", str(stale_u)]}[mode]
+
+
+def run_overrides(kind: str, lr: float, updates: int, tiny: bool, extra: Sequence[str]) -> List[str]:
+    """The ``--set`` items of one run (later items win)."""
+    return (KIND_SETTINGS[kind] + (TINY[kind] if tiny else [])
+            + [f"train.peak_lr={lr}", f"train.train_steps={updates}", *extra])
+
+
+def row(kind: str, lr: float, mode: str, workers: int, report: Dict[str, Any],
+        bleu: Optional[float], wall_seconds: float) -> Dict[str, Any]:
+    """One run's result from its ``async.json`` report and dev BLEU (None: diverged)."""
+    return {"kind": kind, "lr": lr, "mode": mode, "workers": workers,
+            "k": report["k"], "updates": report["updates"],
+            "pushes": report["pushes"], "final_loss": report["final_loss"],
+            "diverged": report["diverged"], "dev_bleu": bleu,
+            "staleness_mean": report["mean"], "staleness_max": report["max"],
+            "staleness_histogram": report["histogram"],
+            "train_seconds": report["seconds"], "wall_seconds": wall_seconds}
+
+
+def table(runs: List[Dict[str, Any]]) -> str:
+    """Final loss, dev BLEU and staleness of every run."""
+    lines = [f"{'kind':<12} {'lr':>8} {'mode':<11} {'k':>3} {'final loss':>10} {'dev BLEU':>8} "
+             f"{'stale mean':>10} {'stale max':>9}"]
+    for r in runs:
+        bleu = "diverged" if r["diverged"] else f"{r['dev_bleu']:.2f}"
+        lines.append(f"{r['kind']:<12} {r['lr']:>8g} {r['mode']:<11} {r['k']:>3} "
+                     f"{r['final_loss']:>10.4f} {bleu:>8} {r['staleness_mean']:>10.2f} "
+                     f"{r['staleness_max']:>9}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The study's command line (also ``scripts/async_experiment.py``)."""
+    ap = argparse.ArgumentParser(prog="tf-nmt study async", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data-dir", type=Path, default=Path("data_cache"))
+    ap.add_argument("--work-dir", type=Path, default=Path("runs/async"))
+    ap.add_argument("--output", type=Path, default=Path("results/async.json"))
+    ap.add_argument("--overwrite", action="store_true")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--updates", type=int, default=2000)
+    ap.add_argument("--lrs", default="0.0005,0.001,0.002")
+    ap.add_argument("--kinds", default="transformer,gnmt")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--stale-u", type=int, default=4, help="U for sync+stale")
+    ap.add_argument("--dev-limit", type=int, default=500)
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    ap.add_argument("--tiny", action="store_true")
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Train and evaluate every (kind, lr, mode); write the results and print the table."""
+    args = build_parser().parse_args(argv)
+    if args.tiny:
+        args.workers, args.updates = min(args.workers, 2), min(args.updates, 20)
+        args.dev_limit = min(args.dev_limit, 30)
+    common.refuse_existing([args.output, args.work_dir], args.overwrite)
+    if args.work_dir.exists():
+        shutil.rmtree(args.work_dir)
+    runs: List[Dict[str, Any]] = []
+    start = time.perf_counter()
+    for kind in args.kinds.split(","):
+        for lr in [float(x) for x in args.lrs.split(",")]:
+            for mode in args.modes.split(","):
+                run = args.work_dir / f"{kind}-lr{lr:g}-{mode}"
+                t0 = time.perf_counter()
+                common.run_tf_nmt(
+                    "train-async", "--run-dir", str(run), "--data-dir", str(args.data_dir),
+                    "--workers", str(args.workers), *mode_args(mode, args.workers, args.stale_u),
+                    *common.set_args(run_overrides(kind, lr, args.updates, args.tiny, args.set)))
+                report = json.loads((run / "async.json").read_text())
+                bleu = None
+                if not report["diverged"]:
+                    common.run_tf_nmt("evaluate", "--run-dir", str(run), "--split", "dev",
+                                      "--limit", str(args.dev_limit),
+                                      "--output-json", str(run / "dev.json"))
+                    bleu = json.loads((run / "dev.json").read_text())["bleu"]
+                runs.append(row(kind, lr, mode, args.workers, report, bleu,
+                                time.perf_counter() - t0))
+    payload = {"experiment": "async SGD with global accumulation (issue 8)",
+               "tiny_smoke_setting": bool(args.tiny),
+               "settings": {"workers": args.workers, "updates": args.updates, "lrs": args.lrs,
+                            "stale_u": args.stale_u, "dev_limit": args.dev_limit,
+                            "overrides": args.set, "engine": "tf.distribute ParameterServerStrategy, "
+                            "1 ps + N worker server processes on 127.0.0.1"},
+               "runs": runs, "wall_seconds": time.perf_counter() - start}
+    write_json_atomic(args.output, payload)
+    print("\n" + table(runs))
+    print(f"wrote {args.output}")
+    return 0

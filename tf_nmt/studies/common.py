@@ -1,0 +1,120 @@
+"""Shared by the studies: the study config, real token batches of one rank, the ranks' JSON
+files, result files that are never replaced by accident, and running ``tf-nmt`` commands."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+from tf_nmt.config import Config, load_config, preset
+from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.vocabulary import load_split, vocab_path
+from tf_nmt.utils.io import write_json_atomic
+
+
+def study_config(preset_name: str, overrides: Sequence[str], batch_tokens: int) -> Config:
+    """The preset with ``--set`` overrides and the study's token budget per batch and rank."""
+    cfg = load_config(None, list(overrides), base=preset(preset_name))
+    cfg.data.batch_tokens = int(batch_tokens)
+    return cfg
+
+
+def rank_batches(cfg: Config, rank: int, size: int, steps: int, pairs_per_rank: int
+                 ) -> Tuple[SubwordTokenizer, List[Any]]:
+    """``steps`` real training batches of rank ``rank``: a seeded sample of the train split, the
+    rank's shard of it, tokenised and batched by ``make_dataset`` (token budget, buckets).
+
+    Returns (tokenizer, [(features, labels), ...]). Encoding only a sample keeps the start-up of
+    oversubscribed ranks short; the batches are built exactly as in training.
+    """
+    data_dir = Path(cfg.data.data_dir)
+    vocab = vocab_path(data_dir, cfg.data.vocab_size)
+    if not vocab.is_file():
+        raise FileNotFoundError(f"no vocabulary {vocab}: run `tf-nmt prepare-data --data-dir "
+                                f"{data_dir}` first")
+    tokenizer = SubwordTokenizer.load(vocab)
+    pairs = load_split(data_dir, "train")
+    order = list(range(len(pairs)))
+    random.Random(cfg.data.shuffle_seed).shuffle(order)
+    sample = [pairs[i] for i in order[:pairs_per_rank * size]][rank::size]
+    corpus = encode_corpus(sample, tokenizer)
+    ds = make_dataset(corpus, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
+                      repeat=True, seed=cfg.data.shuffle_seed + rank)
+    return tokenizer, list(ds.take(steps))
+
+
+def batch_tokens(features: Mapping[str, Any], labels: Any) -> Dict[str, int]:
+    """Padded and real (non-pad) token counts of one batch."""
+    src, tgt = np.asarray(features["source"]), np.asarray(labels)
+    return {"sentences": int(src.shape[0]), "source_padded": int(src.size),
+            "target_padded": int(tgt.size), "source_tokens": int(np.count_nonzero(src)),
+            "target_tokens": int(np.count_nonzero(tgt))}
+
+
+def rank_file(out_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a measurement writes its record."""
+    return Path(out_dir) / f"rank{rank}.json"
+
+
+def read_ranks(out_dir: Path, size: int) -> List[dict]:
+    """The ranks' ``rank<r>.json`` files, in rank order (error when one is missing)."""
+    found = []
+    for rank in range(size):
+        path = rank_file(out_dir, rank)
+        if not path.is_file():
+            raise RuntimeError(f"rank {rank} wrote no {path.name} in {out_dir}")
+        found.append(json.loads(path.read_text()))
+    return found
+
+
+def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
+    """Stop (before any work) when an output exists and ``--overwrite`` was not given."""
+    for path in paths:
+        if Path(path).exists() and not overwrite:
+            raise SystemExit(f"{path} exists: pass --overwrite to replace it")
+
+
+def write_result(path: Path, payload: Mapping[str, Any], overwrite: bool) -> None:
+    """Atomic JSON write of a results file; refuses to replace one without ``overwrite``."""
+    refuse_existing([path], overwrite)
+    write_json_atomic(Path(path), payload)
+
+
+def parse_ranks(text: str) -> Tuple[int, ...]:
+    """``"1,2,4"`` -> (1, 2, 4)."""
+    values = tuple(int(v) for v in text.split(",") if v.strip())
+    if not values or min(values) < 1:
+        raise ValueError(f"rank counts must be positive integers, got {text!r}")
+    return values
+
+
+def set_args(overrides: Sequence[str]) -> List[str]:
+    """``["a=1", "b=2"]`` -> ``["--set", "a=1", "--set", "b=2"]`` for a ``tf-nmt`` command."""
+    return [item for value in overrides for item in ("--set", value)]
+
+
+def tf_nmt_command() -> List[str]:
+    """The command that runs ``tf-nmt`` with this interpreter (also from a source checkout)."""
+    return [sys.executable, "-m", "tf_nmt"]
+
+
+def tf_nmt_executable() -> Path:
+    """This environment's ``tf-nmt`` console script, for launchers that run ``python SCRIPT``."""
+    path = Path(sys.executable).parent / "tf-nmt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}: install tf-nmt into this environment "
+                                "(scripts/setup.sh)")
+    return path
+
+
+def run_tf_nmt(*args: str) -> None:
+    """Run ``tf-nmt ARGS`` in a subprocess, echoing the command; fail when it fails."""
+    cmd = [*tf_nmt_command(), *args]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)

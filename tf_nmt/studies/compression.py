@@ -1,0 +1,349 @@
+"""Communication-compression comparison: the comm modes (sparse_as_dense allreduce, dense
+allreduce with allgathered embedding gradients, gradient dropping with / without local
+gradients and error feedback, federated averaging, BMUF) for the Transformer and GNMT, on the
+real corpus under ``horovodrun -np N``.
+
+Each run is a real ``tf-nmt train`` under horovodrun with the same step and time budget; every
+checkpoint (one per ``--eval-every`` steps) is scored with sacreBLEU on the first
+``--eval-limit`` test sentences (:func:`tf_nmt.studies.curves.bleu_curve`), so the output has
+BLEU vs step and vs wall time (checkpoint mtime since the launch). Bytes per step and the density
+of the summed sparse gradient come from the run's ``comm_stats.json`` (measured from the
+exchanged tensors), loss and target tokens/s from its ``progress.jsonl``. Writes ``--results``
+(JSON) and ``--plot`` (PNG) and prints a table.
+
+Variant ``single`` is the reference of synchronous data parallelism: one process that sees all N
+ranks' batches (``data.batch_tokens`` x N) with the learning-rate schedule the N-rank runs use,
+so "sparse_as_dense vs single" is Horovod against one process at the same effective batch.
+
+Each finished run leaves ``experiment_run.json`` (its overrides, launch time, wall time and
+output) in its run directory; ``--resume`` reuses such runs instead of training them again (a run
+trained with other overrides is refused), so an interrupted experiment is restarted with the
+same command plus ``--resume``. Runs and results of the earlier naming (variant ``dense`` for
+sparse_as_dense, model ``lstm`` for gnmt) are read and translated.
+
+Small end-to-end check (minutes)::
+
+    tf-nmt study compression --models transformer --modes sparse_as_dense,graddrop_local \\
+        --steps 40 --eval-every 20 --average-every 20 --eval-limit 50 \\
+        --out-dir runs/compression-tiny --results /tmp/compression-tiny.json \\
+        --plot /tmp/compression-tiny.png
+
+The full experiment (hours on 2 cores): the defaults (quickstart / gnmt-small presets,
+``--minutes 30`` per run, evaluation every 500 steps).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from tf_nmt.config import load_config, preset
+from tf_nmt.distributed import launcher
+from tf_nmt.studies import common
+from tf_nmt.studies.curves import bleu_curve, first_reaching
+from tf_nmt.studies.plotting import save_figure, subplots
+from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log
+from tf_nmt.training.schedules import worker_scaled
+from tf_nmt.utils.io import write_json_atomic
+
+BASELINE = "sparse_as_dense"  # the variant the others are compared with
+VARIANTS: Dict[str, List[str]] = {
+    "sparse_as_dense": ["train.comm=sparse_as_dense"],
+    "dense": ["train.comm=dense"],
+    "graddrop": ["train.comm=graddrop", "train.local_gradients=false", "train.error_feedback=true"],
+    "graddrop_noef": ["train.comm=graddrop", "train.local_gradients=false",
+                      "train.error_feedback=false"],
+    "graddrop_local": ["train.comm=graddrop", "train.local_gradients=true",
+                       "train.error_feedback=true"],
+    "graddrop_local_noef": ["train.comm=graddrop", "train.local_gradients=true",
+                            "train.error_feedback=false"],
+    "graddrop_local_1bit": ["train.comm=graddrop", "train.local_gradients=true", "train.one_bit=true"],
+    "fedavg": ["train.comm=fedavg"],
+    "bmuf": ["train.comm=bmuf"],
+    "single": ["train.comm=sparse_as_dense"],  # one process, N ranks' batches: see single_overrides
+}
+RUN_RECORD = "experiment_run.json"
+DEFAULT_MODES = ("sparse_as_dense,graddrop,graddrop_noef,graddrop_local,graddrop_local_noef,"
+                 "fedavg,bmuf")
+PRESETS = {"transformer": "quickstart", "gnmt": "gnmt-small"}
+LEGACY_MODELS = {"lstm": "gnmt"}  # earlier model name -> model kind
+
+
+def legacy_mode(mode: str, overrides: Sequence[str]) -> str:
+    """The current name of a variant recorded as ``mode`` with ``overrides``: the earlier
+    ``dense`` variant was ``train.comm=sparse_as_dense`` (now ``dense`` is the package's
+    allgathering mode, told apart by its overrides)."""
+    if mode == "dense" and "train.comm=sparse_as_dense" in overrides:
+        return BASELINE
+    return mode
+
+
+def translate_run(run: Dict[str, Any]) -> Dict[str, Any]:
+    """A run summary of any naming with the current model and variant names."""
+    return {**run, "model": LEGACY_MODELS.get(run["model"], run["model"]),
+            "mode": legacy_mode(run["mode"], run.get("overrides", []))}
+
+
+def translate_results(payload: Dict[str, Any]) -> Dict[str, Any]:
+    """A results payload of any naming with the current names (runs, comparisons, settings)."""
+    renamed = {r["mode"]: legacy_mode(r["mode"], r.get("overrides", []))
+               for r in payload.get("runs", [])}
+    setting = dict(payload.get("setting", {}))
+    if "models" in setting:
+        setting["models"] = [LEGACY_MODELS.get(m, m) for m in setting["models"]]
+    if "modes" in setting:
+        setting["modes"] = [renamed.get(m, m) for m in setting["modes"]]
+    against = [{**row, "model": LEGACY_MODELS.get(row["model"], row["model"]),
+                "mode": renamed.get(row["mode"], row["mode"])}
+               for row in payload.get("against_single", [])]
+    return {**payload, "setting": setting, "runs": [translate_run(r) for r in payload.get("runs", [])],
+            "against_single": against}
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The study's command line, checked (also ``scripts/compression_experiment.py``)."""
+    p = argparse.ArgumentParser(prog="tf-nmt study compression",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
+    p.add_argument("--out-dir", type=Path, default=Path("runs/compression"))
+    p.add_argument("--results", type=Path, default=Path("results/compression.json"))
+    p.add_argument("--plot", type=Path, default=Path("results/compression.png"))
+    p.add_argument("--models", default="transformer,gnmt", help=f"comma list of {', '.join(PRESETS)}")
+    p.add_argument("--modes", default=DEFAULT_MODES, help=f"comma list of {', '.join(VARIANTS)}")
+    p.add_argument("--np", type=int, default=2, help="ranks (more than the cores oversubscribes)")
+    p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
+    p.add_argument("--steps", type=int, default=100000, help="optimizer steps per run")
+    p.add_argument("--minutes", type=float, default=30.0, help="wall-time budget per run (0: none)")
+    p.add_argument("--eval-every", type=int, default=500, help="checkpoint/BLEU every N steps")
+    p.add_argument("--eval-limit", type=int, default=500, help="test sentences scored per checkpoint")
+    p.add_argument("--eval-beam", type=int, default=1)
+    p.add_argument("--drop-ratio", type=float, default=0.99)
+    p.add_argument("--average-every", type=int, default=500, help="P for fedavg/bmuf/local gradients")
+    p.add_argument("--drop-warmup", type=int, default=1000)
+    p.add_argument("--bleu-threshold", type=float, default=0.0,
+                   help=f"report time to this BLEU (0: 90%% of the model's best {BASELINE} BLEU)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="extra config override for every run")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace existing run directories and results files")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse finished runs (their experiment_run.json) with the same overrides")
+    args = p.parse_args(argv)
+    args.models = [m for m in args.models.split(",") if m]
+    args.modes = [m for m in args.modes.split(",") if m]
+    for m in args.models:
+        if m not in PRESETS:
+            hint = f" (now {LEGACY_MODELS[m]!r})" if m in LEGACY_MODELS else ""
+            p.error(f"unknown model {m!r}{hint} (use {', '.join(PRESETS)})")
+    for m in args.modes:
+        if m not in VARIANTS:
+            p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
+    if args.overwrite and args.resume:
+        p.error("--overwrite and --resume exclude each other")
+    if args.eval_every % args.average_every and args.average_every % args.eval_every:
+        p.error("--eval-every and --average-every must divide one another, so that evaluated "
+                "checkpoints of the averaging modes hold averaged parameters")
+    for path in (args.results, args.plot):
+        if path.exists() and not args.overwrite:
+            p.error(f"{path} exists; pass --overwrite to replace it")
+    return args
+
+
+def single_overrides(args: argparse.Namespace, model: str) -> List[str]:
+    """One process doing what ``args.np`` ranks do together: their summed batch and the learning
+    rate and warm-up that the trainer's worker rule gives them."""
+    cfg = load_config(None, list(args.set), base=preset(PRESETS[model]))
+    peak_lr, warmup = worker_scaled(cfg.train, args.np)
+    return [f"data.batch_tokens={cfg.data.batch_tokens * args.np}", f"train.peak_lr={peak_lr}",
+            f"train.warmup_steps={warmup}", "train.scale_lr_with_workers=false"]
+
+
+def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
+    """The ``--set`` items of one run (later items win)."""
+    overrides = VARIANTS[mode] + [
+        f"train.train_steps={args.steps}", f"train.steps_per_cycle={args.eval_every}",
+        f"train.time_budget_minutes={args.minutes}", "train.keep_checkpoints=100000",
+        f"train.drop_ratio={args.drop_ratio}", f"train.average_every={args.average_every}",
+        f"train.drop_warmup_steps={args.drop_warmup}", f"train.log_every={max(1, min(50, args.eval_every))}",
+        *args.set]
+    return overrides + (single_overrides(args, model) if mode == "single" else [])
+
+
+def run_dirs(out_dir: Path, model: str, mode: str) -> List[Path]:
+    """Where the run of (model, mode) lives: its directory, then those of the earlier naming."""
+    models = [model] + [old for old, new in LEGACY_MODELS.items() if new == model]
+    modes = [mode] + (["dense"] if mode == BASELINE else [])
+    return [Path(out_dir) / f"{m}-{v}" for m in models for v in modes]
+
+
+def finished_run(args: argparse.Namespace, model: str, mode: str) -> Optional[Path]:
+    """With ``--resume``: the directory of a finished run of (model, mode), in either naming,
+    trained with this invocation's overrides (None when there is none; refused when the run
+    in the current directory has other overrides)."""
+    overrides = run_overrides(args, model, mode)
+    for i, run_dir in enumerate(run_dirs(args.out_dir, model, mode)):
+        record_path = run_dir / RUN_RECORD
+        if not record_path.is_file():
+            continue
+        recorded = json.loads(record_path.read_text()).get("overrides")
+        if recorded == overrides:
+            return run_dir
+        if i == 0:
+            raise SystemExit(f"{run_dir} was trained with other settings ({recorded}); "
+                             f"pass --overwrite to retrain it")
+    return None
+
+
+def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) -> Dict[str, Any]:
+    """One ``tf-nmt train`` under horovodrun (``single``: one rank with all the cores); returns
+    its overrides, launch time, wall time and stdout, also saved as the run's record."""
+    overrides = run_overrides(args, model, mode)
+    if args.resume:
+        found = finished_run(args, model, mode)
+        if found is not None:
+            print(f"  reusing the finished run in {found}", flush=True)
+            return {**json.loads((found / RUN_RECORD).read_text()), "run_dir": str(found)}
+    if run_dir.exists():
+        if not args.overwrite:
+            raise SystemExit(f"{run_dir} exists (unfinished, or not asked to --resume); "
+                             f"pass --overwrite to retrain it")
+        shutil.rmtree(run_dir)
+    cli = ["train", "--run-dir", str(run_dir), "--preset", PRESETS[model],
+           "--data-dir", str(args.data_dir), *common.set_args(overrides)]
+    ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
+    start = time.time()
+    out = launcher.run(common.tf_nmt_executable(), cli, np=ranks, controller=args.controller,
+                       threads=threads, timeout=max(600.0, args.minutes * 60 * 3 + 900))
+    record = {"overrides": overrides, "ranks": ranks, "launched": start,
+              "wall_seconds": time.time() - start, "stdout": out}
+    write_json_atomic(run_dir / RUN_RECORD, record)
+    return {**record, "run_dir": str(run_dir)}
+
+
+def summarise(model: str, mode: str, run: Dict[str, Any], curve: List[Dict],
+              stats: Dict[str, Any], warmup: int, progress: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One run's row: BLEU, throughput (from the progress log), bytes and density (from
+    ``comm_stats.json``, steps after the drop warm-up separately), loss curve."""
+    steady = [e["sent_bytes"] for e in stats.get("per_step", []) if e["step"] > warmup]
+    rates = [r["tokens_per_s"] for r in progress[1:]] or [r["tokens_per_s"] for r in progress]
+    final = curve[-1] if curve else {}
+    return {"model": model, "mode": mode, "ranks": run.get("ranks"),
+            "overrides": run.get("overrides", VARIANTS[mode]),
+            "final_step": final.get("step"), "final_bleu": final.get("bleu"),
+            "best_bleu": max((c["bleu"] for c in curve), default=None),
+            "tgt_words_per_s": sum(rates) / len(rates) if rates else None,
+            "bytes_per_step": stats.get("sent_bytes_per_step"),
+            "dense_bytes_per_step": stats.get("dense_bytes_per_step"),
+            "reduction_vs_dense": stats.get("reduction"),
+            "bytes_per_step_after_drop_warmup": sum(steady) / len(steady) if steady else None,
+            "mean_density": stats.get("mean_density"),
+            "mean_kept_fraction": stats.get("mean_kept_fraction"),
+            "wall_seconds": run["wall_seconds"], "curve": curve,
+            "loss": [{"step": r["step"], "loss": r["loss"]} for r in progress]}
+
+
+def time_to_threshold(results: List[Dict[str, Any]], fixed: float) -> None:
+    """Add the BLEU threshold and the seconds/steps each run took to reach it (in place);
+    without ``fixed`` the threshold is 90% of the model's best baseline BLEU."""
+    for model in {r["model"] for r in results}:
+        runs = [r for r in results if r["model"] == model]
+        base = [r["best_bleu"] for r in runs if r["mode"] == BASELINE and r["best_bleu"] is not None]
+        threshold = fixed or (0.9 * max(base) if base else 0.0)
+        for r in runs:
+            hit = first_reaching(r["curve"], threshold) if threshold else None
+            r["bleu_threshold"] = threshold
+            r["seconds_to_threshold"] = hit["seconds"] if hit else None
+            r["steps_to_threshold"] = hit["step"] if hit else None
+
+
+def against_single(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """BLEU of each N-rank run minus the one-process reference's, checkpoint by checkpoint at the
+    steps both evaluated (the Horovod-vs-one-process comparison at equal effective batch)."""
+    rows = []
+    for ref in (r for r in results if r["mode"] == "single"):
+        by_step = {c["step"]: c["bleu"] for c in ref["curve"]}
+        for r in results:
+            if r["model"] != ref["model"] or r is ref:
+                continue
+            shared = [c for c in r["curve"] if c["step"] in by_step]
+            rows.append({"model": r["model"], "mode": r["mode"],
+                         "bleu_minus_single": {c["step"]: round(c["bleu"] - by_step[c["step"]], 2)
+                                               for c in shared}})
+    return rows
+
+
+def plot(results: List[Dict[str, Any]], path: Path) -> None:
+    """BLEU vs step (left) and vs wall time (right), one row per model."""
+    models = sorted({r["model"] for r in results})
+    fig, axes = subplots(len(models), 2, figsize=(11, 4 * len(models)))
+    for row, model in zip(axes, models):
+        for r in (r for r in results if r["model"] == model):
+            steps = [c["step"] for c in r["curve"]]
+            row[0].plot(steps, [c["bleu"] for c in r["curve"]], marker="o", label=r["mode"])
+            row[1].plot([c["seconds"] / 60 for c in r["curve"]], [c["bleu"] for c in r["curve"]],
+                        marker="o", label=r["mode"])
+        row[0].set(title=f"{model}: BLEU vs step", xlabel="optimizer step", ylabel="test BLEU")
+        row[1].set(title=f"{model}: BLEU vs time", xlabel="wall time (min)", ylabel="test BLEU")
+        row[0].legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+
+
+def table(results: List[Dict[str, Any]]) -> str:
+    """The summary table, one line per run."""
+    head = (f"{'model':<12}{'mode':<22}{'steps':>7}{'BLEU':>7}{'words/s':>10}{'bytes/step':>13}"
+            f"{'vs dense':>10}{'density':>9}{'t→thr (s)':>11}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        lines.append(f"{r['model']:<12}{r['mode']:<22}{_cell(r['final_step'], 'd'):>7}"
+                     f"{_cell(r['final_bleu'], '.2f'):>7}{_cell(r['tgt_words_per_s'], ',.0f'):>10}"
+                     f"{_cell(r['bytes_per_step'], ',.0f'):>13}"
+                     f"{_cell(r['reduction_vs_dense'], '.1f'):>9}x"
+                     f"{_cell(r['mean_density'], '.4f'):>9}"
+                     f"{_cell(r.get('seconds_to_threshold'), '.0f'):>11}")
+    return "\n".join(lines)
+
+
+def measure(args: argparse.Namespace, model: str, mode: str) -> Dict[str, Any]:
+    """Train (or reuse) one run, score its checkpoints and summarise it."""
+    run_dir = args.out_dir / f"{model}-{mode}"
+    where = "1 process with all ranks' batches" if mode == "single" else f"{args.np} ranks"
+    print(f"== {model} / {mode}: training on {where} -> {run_dir}", flush=True)
+    run = train_run(args, model, mode, run_dir)
+    run_dir = Path(run.pop("run_dir"))
+    stats_path = run_dir / "comm_stats.json"  # one process exchanges nothing: no bytes
+    stats = json.loads(stats_path.read_text()) if mode != "single" and stats_path.is_file() else {}
+    evaluation = {"eval_limit": args.eval_limit, "eval_beam": args.eval_beam}
+    if run.get("evaluation") == evaluation and "curve" in run:
+        curve = run["curve"]
+    else:
+        curve = bleu_curve(run_dir, "test", data_dir=args.data_dir, limit=args.eval_limit,
+                           beam_size=args.eval_beam, launched=run["launched"])
+        write_json_atomic(run_dir / RUN_RECORD, {**run, "evaluation": evaluation, "curve": curve})
+    progress = read_progress_log(run_dir / PROGRESS_LOG)
+    return summarise(model, mode, run, curve, stats, args.drop_warmup, progress)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run every (model, mode) of the command line; write the results, plot and table."""
+    args = parse_args(argv)
+    results = [measure(args, model, mode) for model in args.models for mode in args.modes]
+    time_to_threshold(results, args.bleu_threshold)
+    payload = {"setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
+                       "each rank hands to the collectives per step (parameter averages amortised); "
+                       "'single' is one process with all ranks' batches and their LR schedule",
+               "runs": results, "against_single": against_single(results)}
+    write_json_atomic(args.results, payload)
+    plot(results, args.plot)
+    print(table(results))
+    for row in payload["against_single"]:
+        print(f"{row['model']} {row['mode']} BLEU minus single, by step: {row['bleu_minus_single']}")
+    print(f"wrote {args.results} and {args.plot}")
+    return 0
