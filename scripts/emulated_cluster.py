@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tf_nmt.scaling.launch import launch_emulated, worker_env  # noqa: E402
+from tf_nmt.distributed.launcher import worker_env  # noqa: E402
+from tf_nmt.scaling.emulated_ranks import launch_emulated  # noqa: E402
 from tf_nmt.scaling.netns import (ROOT_PREFIX, EmulatedCluster, LinkSpec, qdisc_available,  # noqa: E402
                                   remove_namespaces, support_problem)
 from tf_nmt.scaling.signals import interrupt_on_signals  # noqa: E402

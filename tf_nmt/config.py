@@ -19,6 +19,21 @@ class ConfigError(ValueError):
     """An invalid configuration: unknown key, wrong type or bad value."""
 
 
+# The gradient-communication modes ``train.comm`` accepts (tf_nmt.distributed.comm): Horovod with
+# IndexedSlices densified and allreduced (sparse_as_dense) or allgathered (dense), gradient
+# dropping (graddrop), model averaging (fedavg) and blockwise model-update filtering (bmuf).
+COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
+
+# Keys that no longer exist: (section, key) -> (the value every saved config.yaml of older runs
+# holds, which is dropped when read from a file, and what to use instead). Any other value, or
+# any value given as an override, is a ConfigError naming the replacement.
+RETIRED_KEYS: Dict[tuple, tuple] = {
+    ("train", "sparse_as_dense"): (
+        True, "it duplicated train.comm: use train.comm=sparse_as_dense (embedding gradients "
+              "densified and allreduced, the default) or train.comm=dense (allgathered)"),
+}
+
+
 @dataclass
 class DataConfig:
     data_dir: str = "data_cache"
@@ -57,7 +72,6 @@ class TrainConfig:
     divergence_factor: float = 4.0
     time_budget_minutes: float = 0.0
     scale_lr_with_workers: bool = True
-    sparse_as_dense: bool = True
     backward_passes_per_step: int = 1
     # Re-training under quantisation (tf_nmt.quantization.retrain): 0 = off, else B in 1..8 bits;
     # after every update the matrices (and with quantize_biases the vectors) are re-quantised.
@@ -69,9 +83,8 @@ class TrainConfig:
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
     mixed_precision: bool = False
-    # Gradient communication (tf_nmt.distributed.comm): dense | sparse_as_dense | graddrop |
-    # fedavg | bmuf. "dense" is Horovod with sparse_as_dense=False (sparse_as_dense=false with the
-    # default comm means the same); graddrop/fedavg/bmuf use the keys below.
+    # Gradient communication, one of COMM_MODES (tf_nmt.distributed.comm); graddrop, fedavg and
+    # bmuf use the keys below.
     comm: str = "sparse_as_dense"
     drop_ratio: float = 0.99
     drop_threshold: str = "global"  # global | per_tensor
@@ -167,8 +180,24 @@ def _parse_scalar(text: str) -> Any:
         return text
 
 
-def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None) -> Config:
-    """Merge ``raw`` ({section: {key: value}}) into ``base`` (default: defaults), validating keys."""
+def _retired(section: str, key: str, value: Any, from_file: bool) -> bool:
+    """True when ``section.key`` is a retired key whose saved default may be dropped; raises
+    ConfigError for any other use of a retired key (an override, or another value)."""
+    if (section, key) not in RETIRED_KEYS:
+        return False
+    saved_default, replacement = RETIRED_KEYS[(section, key)]
+    if from_file and value == saved_default:
+        return True
+    raise ConfigError(f"{section}.{key} was retired: {replacement}")
+
+
+def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
+                     from_file: bool = True) -> Config:
+    """Merge ``raw`` ({section: {key: value}}) into ``base`` (default: defaults), validating keys.
+
+    ``from_file``: ``raw`` was read from a saved config, so a retired key holding the value older
+    runs saved (see :data:`RETIRED_KEYS`) is dropped instead of refused.
+    """
     cfg = _copy(base or Config())
     if not isinstance(raw, dict):
         raise ConfigError(f"a config must be a mapping of sections, got {type(raw).__name__}")
@@ -184,6 +213,8 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None) -> Conf
                 obj.hparams[key] = value  # model hyper-parameters are validated by build_model
                 continue
             if key not in names:
+                if _retired(section, key, value, from_file):
+                    continue
                 raise _unknown(f"key in [{section}]", key, names)
             setattr(obj, key, _coerce(section, key, value, getattr(obj, key)))
     return cfg
@@ -217,7 +248,7 @@ def load_config(path: Optional[Path] = None, overrides: Optional[List[str]] = No
             raise ConfigError(f"override must look like section.key=value, got {item!r}")
         dotted, value = item.split("=", 1)
         section, key = dotted.split(".", 1)
-        cfg = config_from_dict({section: {key: _parse_scalar(value)}}, cfg)
+        cfg = config_from_dict({section: {key: _parse_scalar(value)}}, cfg, from_file=False)
     return cfg
 
 

@@ -1,6 +1,7 @@
-"""Byte accounting of the gradient exchange and its extrapolation (plain arithmetic)."""
+"""Byte accounting of the gradient exchange and its extrapolation."""
 import pytest
 
+from tf_nmt.compat import tf
 from tf_nmt.distributed import accounting as acc
 
 
@@ -61,3 +62,13 @@ def test_ratio_grows_linearly_with_ranks():
     assert rows[1]["buffer_ratio"] == pytest.approx(2 * rows[0]["buffer_ratio"])
     with pytest.raises(ValueError, match=">= 0"):
         acc.project(2, -1, 1, 1)
+
+
+def test_variables_and_graph_tensor_bytes():
+    t = [tf.zeros([3, 4], tf.float32), tf.zeros([5], tf.uint16), tf.zeros([2], tf.int32)]
+    assert int(acc.graph_tensors_bytes(t)) == 48 + 10 + 8
+    counted = tf.function(acc.graph_tensors_bytes)  # sizes known only when the function runs
+    assert int(counted([tf.zeros([7], tf.int64)])) == 56
+    variables = [tf.Variable(tf.zeros([10, 3])), tf.Variable(tf.zeros([7]))]
+    assert acc.variables_bytes(variables) == 4 * 37
+    assert acc.variables_bytes([]) == 0

@@ -50,9 +50,10 @@ def test_enabled_without_horovod_is_a_clear_error(monkeypatch):
 
 def test_single_process_never_imports_horovod():
     code = ("import sys; from tf_nmt import distributed as d; ctx = d.init(); "
-            "from tf_nmt.compat import keras; "
-            "opt = keras.optimizers.SGD(0.1); assert d.wrap_optimizer(opt, ctx) is opt; "
-            "assert d.distributed_callbacks(ctx) == []; "
+            "from tf_nmt.compat import keras; from tf_nmt.distributed import comm; "
+            "s = comm.CommSettings(); opt = keras.optimizers.SGD(0.1); "
+            "assert comm.wrap_optimizer(opt, s, ctx) is opt; "
+            "assert [type(c).__name__ for c in comm.comm_callbacks(s, ctx)] == ['CommStats']; "
             "assert 'horovod' not in sys.modules, 'horovod was imported'")
     env = {k: v for k, v in __import__("os").environ.items()
            if not k.startswith(("HOROVOD_", "OMPI_", "PMI_"))}

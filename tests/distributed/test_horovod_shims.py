@@ -18,6 +18,7 @@ CHILD = textwrap.dedent("""
     import tf_keras
     from tf_nmt import distributed
     from tf_nmt.compat import keras, tf
+    from tf_nmt.distributed import comm
     from horovod_patches.keras import distributed_optimizer, import_horovod_keras
 
     ctx = distributed.init(enabled=True)
@@ -44,8 +45,9 @@ CHILD = textwrap.dedent("""
 
     # size 1: no wrapping; accumulation over 2 passes goes through Horovod's helper
     plain = keras.optimizers.SGD(0.1)
-    assert distributed.wrap_optimizer(plain, ctx) is plain
-    acc = distributed.wrap_optimizer(keras.optimizers.SGD(1.0), ctx, backward_passes_per_step=2)
+    assert comm.wrap_optimizer(plain, comm.CommSettings(), ctx) is plain
+    acc = comm.wrap_optimizer(keras.optimizers.SGD(1.0), comm.CommSettings(), ctx,
+                              backward_passes_per_step=2)
     v = tf.Variable([0.0])
     seen = []
     for g in (1.0, 3.0):  # aggregation happens in compute_gradients (minimize), not apply

@@ -1,4 +1,4 @@
-"""The horovodrun command line and environment the study scripts launch with."""
+"""The one launcher module: horovodrun/mpirun command lines, the rank environment, and a run."""
 import sys
 from pathlib import Path
 
@@ -7,37 +7,60 @@ import pytest
 from tf_nmt.distributed import launcher
 
 
-def test_command_oversubscribes_localhost():
-    cmd = launcher.horovodrun_command(Path("s.py"), ["--worker"], 4, "gloo", python="/v/bin/python")
-    assert cmd == ["/v/bin/horovodrun", "-np", "4", "-H", "localhost:4", "--gloo",
-                   "/v/bin/python", "s.py", "--worker"]
-    assert launcher.horovodrun_command(Path("s.py"), [], 2, "mpi")[5:7] == ["--mpi", sys.executable]
+def test_local_command_oversubscribes_localhost():
+    prefix = launcher.horovodrun_prefix(4, "gloo", python="/v/bin/python")
+    assert prefix == ["/v/bin/horovodrun", "-np", "4", "-H", "localhost:4", "--gloo"]
+    cmd = launcher.horovodrun_command(2, [sys.executable, "s.py"], "mpi")
+    assert cmd[0] == str(Path(sys.executable).parent / "horovodrun")
+    assert cmd[1:] == ["-np", "2", "-H", "localhost:2", "--mpi", sys.executable, "s.py"]
+
+
+def test_cluster_command_forms():
+    cmd = ["python", "w.py"]
+    hosts = launcher.horovodrun_command(8, cmd, hosts="a:4,b:4", network_interface="eth1")
+    assert hosts[1:] == ["-np", "8", "-H", "a:4,b:4", "--gloo", "--network-interface", "eth1",
+                         "python", "w.py"]
+    hostfile = launcher.horovodrun_command(8, cmd, hostfile="hosts.txt", controller="mpi")
+    assert hostfile[1:] == ["-np", "8", "--hostfile", "hosts.txt", "--mpi", "python", "w.py"]
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match=">= 1"):
-        launcher.horovodrun_command(Path("s.py"), [], 0)
+        launcher.horovodrun_command(0, ["python"])
     with pytest.raises(ValueError, match="unknown controller"):
-        launcher.horovodrun_command(Path("s.py"), [], 2, "nccl")
+        launcher.horovodrun_command(2, ["python"], "nccl")
+    with pytest.raises(ValueError, match="not both"):
+        launcher.horovodrun_command(2, ["python"], hosts="a:1", hostfile="h")
+    with pytest.raises(ValueError, match="not both"):
+        launcher.mpirun_command(2, ["python"], hosts="a:1", hostfile="h")
+    with pytest.raises(ValueError, match="threads"):
+        launcher.worker_env(threads=0)
 
 
-def test_worker_env():
-    env = launcher.worker_env({"HOROVOD_TIMELINE": "DYNAMIC"})
+def test_mpirun_forwards_the_rank_environment():
+    cmd = launcher.mpirun_command(4, ["python", "w.py"], hostfile="hosts.txt")
+    assert cmd[:3] == ["mpirun", "-np", "4"] and cmd[-2:] == ["python", "w.py"]
+    assert cmd[cmd.index("--hostfile") + 1] == "hosts.txt"
+    forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
+    assert forwarded == list(launcher.FORWARDED_ENV)
+    assert set(launcher.THREAD_VARS) | {"TF_USE_LEGACY_KERAS"} <= set(forwarded)
+
+
+def test_worker_env_decides_threads_once_and_assumes_no_checkout():
+    base = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "16"}
+    env = launcher.worker_env({"HOROVOD_TIMELINE": "DYNAMIC"}, base=base)
     assert env["TF_USE_LEGACY_KERAS"] == "1" and env["HOROVOD_TIMELINE"] == "DYNAMIC"
-    assert env["PYTHONPATH"].split(":")[0] == str(launcher.REPO)
-    assert env["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert all(env[name] == "1" for name in launcher.THREAD_VARS)
+    assert "PYTHONPATH" not in env
+    two = launcher.worker_env(threads=2, base=base)
+    assert all(two[name] == "2" for name in launcher.THREAD_VARS)
+    assert base == {"PATH": "/usr/bin", "OMP_NUM_THREADS": "16"}  # the caller's copy is untouched
 
 
 def test_failed_launch_raises_with_output(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("import sys; print('boom'); sys.exit(3)\n")
-    runner = Path(sys.executable).parent / "horovodrun"
-    if not runner.exists():
+    if not (Path(sys.executable).parent / "horovodrun").exists():
         pytest.skip("horovodrun is not installed")
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(launcher.LaunchError, match="boom"):
         launcher.run(script, [], 1, timeout=120)
-
-
-def test_prefix_wraps_any_command():
-    prefix = launcher.horovodrun_prefix(2, "mpi", python="/v/bin/python")
-    assert prefix == ["/v/bin/horovodrun", "-np", "2", "-H", "localhost:2", "--mpi"]

@@ -3,29 +3,30 @@ import pytest
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
+from tf_nmt.distributed.comm.horovod import horovod_callbacks, horovod_optimizer, horovod_tape
 
 
 def test_optimizer_and_tape_unchanged():
     ctx = distributed.SINGLE
     opt = keras.optimizers.SGD(0.1)
-    assert distributed.wrap_optimizer(opt, ctx, sparse_as_dense=False) is opt
+    assert horovod_optimizer(opt, ctx, sparse_as_dense=False) is opt
     with tf.GradientTape() as tape:
         pass
-    assert distributed.distributed_tape(tape, ctx) is tape
+    assert horovod_tape(tape, ctx, sparse_as_dense=True) is tape
 
 
 def test_accumulation_without_horovod_is_a_clear_error():
     with pytest.raises(ValueError, match="backward_passes_per_step"):
-        distributed.wrap_optimizer(keras.optimizers.SGD(0.1), distributed.SINGLE,
-                                   backward_passes_per_step=2)
+        horovod_optimizer(keras.optimizers.SGD(0.1), distributed.SINGLE, sparse_as_dense=True,
+                          backward_passes_per_step=2)
     with pytest.raises(ValueError, match=">= 1"):
-        distributed.wrap_optimizer(keras.optimizers.SGD(0.1), distributed.SINGLE,
-                                   backward_passes_per_step=0)
+        horovod_optimizer(keras.optimizers.SGD(0.1), distributed.SINGLE, sparse_as_dense=True,
+                          backward_passes_per_step=0)
 
 
 def test_callbacks_and_collectives_are_no_ops():
     ctx = distributed.SINGLE
-    assert distributed.distributed_callbacks(ctx) == []
+    assert horovod_callbacks(ctx) == []
     v = tf.Variable([1.0, 2.0])
     distributed.broadcast_variables([v], ctx)
     assert v.numpy().tolist() == [1.0, 2.0]
@@ -34,20 +35,9 @@ def test_callbacks_and_collectives_are_no_ops():
     distributed.barrier(ctx)
 
 
-def test_shard_dataset_is_identity():
-    ds = tf.data.Dataset.range(5)
-    assert distributed.shard_dataset(ds, distributed.SINGLE) is ds
-
-
-def test_chief_helpers():
-    calls = []
-
-    @distributed.only_chief
-    def write(x):
-        calls.append(x)
-        return x
-
-    assert write(3) == 3 and calls == [3]
-    assert distributed.chief_only_callbacks(["cb"], distributed.SINGLE) == ["cb"]
-    worker = distributed.DistContext(rank=1, size=2)
-    assert distributed.chief_only_callbacks(["cb"], worker) == []
+def test_public_surface_is_the_documented_one():
+    assert sorted(distributed.__all__) == sorted([
+        "DistContext", "SINGLE", "init", "current", "horovod_available", "launch_info",
+        "broadcast_variables", "allreduce_mean", "allreduce_sum", "barrier", "check_shards"])
+    for name in distributed.__all__:
+        assert name in distributed.__doc__, name

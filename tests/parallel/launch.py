@@ -1,4 +1,5 @@
-"""Launching a worker script under a real ``horovodrun -np N`` and collecting its JSON files."""
+"""Launching a worker script under a real ``horovodrun -np N`` (via
+:mod:`tf_nmt.distributed.launcher`) and collecting its JSON files."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from horovod_patches.mpi_env import launch_env
+from tf_nmt.distributed import launcher
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -36,19 +38,10 @@ def controllers() -> List[str]:
 
 def horovodrun(script: str, out_dir: Path, controller: str = "gloo", np: int = 2,
                timeout: int = 300) -> Dict[int, dict]:
-    """Run ``workers/<script>`` on ``np`` local processes; return {rank: its JSON}."""
-    runner = Path(sys.executable).parent / "horovodrun"
-    cmd = [str(runner), "-np", str(np), "-H", f"localhost:{np}", f"--{controller}",
-           sys.executable, str(WORKERS / script), "--out", str(out_dir)]
-    env = launch_env()
-    env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env["TF_NUM_INTRAOP_THREADS"] = env["TF_NUM_INTEROP_THREADS"] = "1"
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise AssertionError(f"horovodrun failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
-                             f"{proc.stderr[-4000:]}")
+    """Run ``workers/<script>`` on ``np`` local processes with the package's launcher (its
+    command line and rank environment); return {rank: its JSON}."""
+    launcher.run(WORKERS / script, ["--out", str(out_dir)], np, controller, timeout=timeout,
+                 cwd=REPO)
     results = {int(p.stem[4:]): json.loads(p.read_text()) for p in out_dir.glob("rank*.json")}
     assert sorted(results) == list(range(np)), f"missing rank outputs: {sorted(results)}"
     return results

@@ -1,40 +1,17 @@
-"""Rank launchers: horovodrun/mpirun command construction, and real Gloo ranks in namespaces."""
+"""Real Gloo ranks in emulated-cluster namespaces (command lines: tests/distributed/test_launcher)."""
 import json
 import sys
 import time
 
 import pytest
 
-from tf_nmt.scaling.launch import LaunchError, horovodrun_command, launch_emulated, mpirun_command
+from tf_nmt.distributed.launcher import LaunchError
+from tf_nmt.scaling.emulated_ranks import launch_emulated
 from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
 from tests.parallel.launch import horovod_importable
 
 PROBLEM = support_problem()
 needs_netns = pytest.mark.skipif(PROBLEM is not None, reason=f"network namespaces: {PROBLEM}")
-
-
-def test_horovodrun_command_forms():
-    cmd = ["python", "w.py"]
-    local = horovodrun_command(2, cmd)
-    assert local[1:] == ["-np", "2", "-H", "localhost:2", "--gloo", "python", "w.py"]
-    assert local[0].endswith("horovodrun")
-    hosts = horovodrun_command(8, cmd, hosts="a:4,b:4", network_interface="eth1")
-    assert hosts[1:] == ["-np", "8", "-H", "a:4,b:4", "--gloo", "--network-interface", "eth1",
-                         "python", "w.py"]
-    hostfile = horovodrun_command(8, cmd, hostfile="hosts.txt", controller="mpi")
-    assert hostfile[1:] == ["-np", "8", "--hostfile", "hosts.txt", "--mpi", "python", "w.py"]
-    with pytest.raises(ValueError):
-        horovodrun_command(2, cmd, hosts="a:1", hostfile="h")
-    with pytest.raises(ValueError):
-        horovodrun_command(2, cmd, controller="nccl")
-
-
-def test_mpirun_command_forwards_environment():
-    cmd = mpirun_command(4, ["python", "w.py"], hostfile="hosts.txt")
-    assert cmd[:3] == ["mpirun", "-np", "4"]
-    assert cmd[cmd.index("--hostfile") + 1] == "hosts.txt"
-    assert ["-x", "TF_USE_LEGACY_KERAS"] == cmd[cmd.index("TF_USE_LEGACY_KERAS") - 1:cmd.index("TF_USE_LEGACY_KERAS") + 1]
-    assert cmd[-2:] == ["python", "w.py"]
 
 
 @needs_netns

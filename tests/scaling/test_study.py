@@ -3,8 +3,10 @@ import json
 
 import pytest
 
+from tf_nmt.distributed.launcher import worker_env
+from tf_nmt.scaling.emulated_ranks import launch_emulated
 from tf_nmt.scaling.modes import available_modes, mode_overrides
-from tf_nmt.scaling.netns import list_namespaces, support_problem
+from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
 from tf_nmt.scaling.plots import plot_study
 from tf_nmt.scaling.study import StudySpec, launch_command, run_study, worker_command, write_json_new
 from tests.parallel.launch import horovod_importable
@@ -27,7 +29,7 @@ def test_spec_validation(kwargs, match):
 
 
 def test_modes_are_config_overrides():
-    assert {"dense", "sparse_as_dense"} <= set(available_modes())
+    assert available_modes() == ["dense", "sparse_as_dense", "graddrop"]
     for mode in available_modes():
         overrides = mode_overrides(mode)
         assert overrides and all("=" in o for o in overrides)
@@ -104,8 +106,6 @@ def test_worker_on_two_emulated_hosts(tmp_path):
     """The step benchmark as 2 Gloo ranks in 2 namespaces (a tiny Transformer): it reports
     positive times for 2 x 32 target tokens per step, and its gradient exchange went through
     the shaped links."""
-    from tf_nmt.scaling.launch import launch_emulated, worker_env
-    from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec
 
     spec = StudySpec(comms=["dense"], src_len=8, tgt_len=8, vocab_size=500, overrides=TINY,
                      steps=2, warmup=1, block=1)

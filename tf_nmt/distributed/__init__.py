@@ -1,27 +1,40 @@
-"""The project's Horovod layer: one API for single-process and ``horovodrun`` runs.
+"""tf-nmt's distributed layer: one API for single-process and ``horovodrun`` runs.
 
-Without Horovod (or with one process) every helper degrades to a no-op and Horovod is never
-imported. Typical use in a trainer::
+Without Horovod (or with one process) every helper is a no-op and Horovod is never imported, so
+callers never branch on the world size. The public surface:
+
+* **who am I** — :func:`init` (auto-detects ``horovodrun``/``mpirun``), :func:`current`,
+  :class:`DistContext` (rank, size, ``is_chief``, ``distributed``), :data:`SINGLE`,
+  :func:`horovod_available`, :func:`launch_info`;
+* **collectives** — :func:`broadcast_variables`, :func:`allreduce_mean`, :func:`allreduce_sum`,
+  :func:`barrier`;
+* **data** — :func:`check_shards` (refuse splits that leave a rank without data).
+
+The rest lives in submodules, each the one home of its decision:
+
+* :mod:`tf_nmt.distributed.comm` — gradient communication (``train.comm``): ``wrap_optimizer``
+  and ``comm_callbacks``, the only entry point ``model.fit`` code uses;
+* :mod:`tf_nmt.distributed.launcher` — the ``horovodrun``/``mpirun`` command line and worker
+  environment (threads per rank) every launcher uses;
+* :mod:`tf_nmt.distributed.accounting` — every byte formula of the gradient exchange;
+* :mod:`~tf_nmt.distributed.exchange`, :mod:`~tf_nmt.distributed.timeline` — measuring what
+  Horovod moves; :mod:`~tf_nmt.distributed.ps_cluster`, :mod:`~tf_nmt.distributed.async_sgd`,
+  :mod:`~tf_nmt.distributed.global_accumulator` — asynchronous SGD on a parameter-server cluster.
+
+Typical use in a trainer::
 
     ctx = distributed.init()                                   # auto-detects horovodrun
-    lr = distributed.scale_lr(base_lr, ctx.size)
-    opt = distributed.wrap_optimizer(opt, ctx, sparse_as_dense=True)
-    callbacks = distributed.distributed_callbacks(ctx) + distributed.chief_only_callbacks(ckpt, ctx)
+    settings = comm.resolve_comm(cfg.train)
+    model.compile(optimizer=comm.wrap_optimizer(optimizer, settings, ctx), ...)
+    callbacks = comm.comm_callbacks(settings, ctx) + (chief_callbacks if ctx.is_chief else [])
 """
-from tf_nmt.distributed.callbacks import distributed_callbacks
 from tf_nmt.distributed.context import (SINGLE, DistContext, current, horovod_available, init,
                                         launch_info)
-from tf_nmt.distributed.optimizer import distributed_tape, wrap_optimizer
-from tf_nmt.distributed.rank0 import chief_only_callbacks, only_chief
-from tf_nmt.distributed.scaling import scale_lr, scale_warmup
-from tf_nmt.distributed.sharding import check_shards, shard_dataset
+from tf_nmt.distributed.sharding import check_shards
 from tf_nmt.distributed.sync import allreduce_mean, allreduce_sum, barrier, broadcast_variables
-from tf_nmt.distributed.world_size import WorldSizeMismatch, check_world_size
 
 __all__ = [
     "DistContext", "SINGLE", "init", "current", "horovod_available", "launch_info",
-    "wrap_optimizer", "distributed_tape", "distributed_callbacks",
-    "scale_lr", "scale_warmup", "shard_dataset", "check_shards",
-    "check_world_size", "WorldSizeMismatch", "only_chief", "chief_only_callbacks",
     "broadcast_variables", "allreduce_mean", "allreduce_sum", "barrier",
+    "check_shards",
 ]

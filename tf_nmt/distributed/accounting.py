@@ -1,6 +1,15 @@
-"""Byte accounting of Horovod's gradient exchange, and its extrapolation to more ranks.
+"""Every byte formula of the gradient exchange, in one place.
 
-Used by ``scripts/accumulation_study.py``. The model, per step and per rank:
+* sizes: :func:`itemsize`, :func:`tensor_bytes` (a shape and dtype name), :func:`slice_bytes`
+  (an IndexedSlices), :func:`variables_bytes` (one dense copy of some variables: what a dense
+  allreduce or a parameter average hands to the collective) and :func:`graph_tensors_bytes`
+  (what a step hands to the collectives, counted inside a ``tf.function``);
+* ring traffic: :func:`ring_allreduce_bytes`; per-rank :class:`Exchange` records and their
+  extrapolation to more ranks (:func:`project`, :func:`curve`).
+
+The comm modes (:mod:`tf_nmt.distributed.comm`), :mod:`~tf_nmt.distributed.exchange`,
+:mod:`~tf_nmt.distributed.timeline` and the accumulation study all count bytes with these.
+The model of Horovod's exchange, per step and per rank:
 
 * A sparse gradient (``tf.IndexedSlices``, ``sparse_as_dense=False``) is exchanged by two
   allgathers (values and indices). A rank *contributes* its slice (values + indices bytes) and
@@ -18,10 +27,13 @@ its own batch only, not on N), so ``buffer_off(N) = N * slice + dense_rest`` and
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from tf_nmt.compat import tf
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
-             "int16": 2, "int32": 4, "int64": 8, "bool": 1}
+             "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
+             "uint64": 8, "bool": 1}
 
 
 def itemsize(dtype: str) -> int:
@@ -47,6 +59,21 @@ def slice_bytes(rows: int, row_elements: int, value_dtype: str = "float32",
     if rows < 0 or row_elements < 0:
         raise ValueError(f"rows and row_elements must be >= 0, got {rows}, {row_elements}")
     return rows * row_elements * itemsize(value_dtype) + rows * itemsize(index_dtype)
+
+
+def variables_bytes(variables: Iterable[Any]) -> int:
+    """Bytes of one dense copy of ``variables`` (or anything with a static ``shape``/``dtype``):
+    what a dense allreduce of their gradients, or one parameter average, hands to Horovod."""
+    return sum(tensor_bytes(v.shape.as_list(), v.dtype.name) for v in variables)
+
+
+def graph_tensors_bytes(tensors: Iterable[tf.Tensor]) -> tf.Tensor:
+    """Total bytes of ``tensors`` as an int64 scalar tensor (sizes may be dynamic, so this works
+    inside a ``tf.function``): element count x item size, summed."""
+    total = tf.constant(0, tf.int64)
+    for t in tensors:
+        total += tf.cast(tf.size(t), tf.int64) * t.dtype.size
+    return total
 
 
 def ring_allreduce_bytes(nbytes: float, ranks: int) -> float:

@@ -1,7 +1,12 @@
-"""Launching a Python script under ``horovodrun -np N`` on this machine (for the study scripts).
+"""Launching Horovod ranks: the one place that builds the ``horovodrun``/``mpirun`` command line
+and the environment every rank gets (the study scripts, the scaling study and the tests use it).
 
-Local ranks beyond the core count are fine (``-H localhost:N`` oversubscribes); each worker gets
-one intra-op thread so N workers do not fight over the cores more than they must.
+Thread settings are decided here once: each rank gets ``threads`` OpenMP, intra-op and inter-op
+threads (1 by default, so N ranks on a small machine do not fight over its cores more than they
+must). Local ranks beyond the core count are fine (``-H localhost:N`` oversubscribes).
+
+Nothing here assumes a source checkout: ranks run the installed package (``python -m tf_nmt``,
+the ``tf-nmt`` entry point) or a script given by path, with the launching interpreter.
 """
 from __future__ import annotations
 
@@ -12,46 +17,84 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from horovod_patches.mpi_env import launch_env
 
-REPO = Path(__file__).resolve().parents[2]
 CONTROLLERS = ("gloo", "mpi")
+# What a rank needs from the launcher's environment; mpirun forwards exactly these (-x).
+THREAD_VARS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+FORWARDED_ENV = ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL") + THREAD_VARS
 
 
-def horovodrun_prefix(np: int, controller: str = "gloo",
-                      python: Optional[str] = None) -> List[str]:
-    """``horovodrun -np N -H localhost:N --<controller>`` (the environment's horovodrun)."""
-    if np < 1:
-        raise ValueError(f"the number of ranks must be >= 1, got {np}")
-    if controller not in CONTROLLERS:
-        raise ValueError(f"unknown controller {controller!r}: use one of {CONTROLLERS}")
-    runner = Path(python or sys.executable).parent / "horovodrun"
-    return [str(runner), "-np", str(np), "-H", f"localhost:{np}", f"--{controller}"]
+class LaunchError(RuntimeError):
+    """A launched job failed or timed out (the message carries the tail of its output)."""
 
 
-def horovodrun_command(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
-                       python: Optional[str] = None) -> List[str]:
-    """``horovodrun -np N -H localhost:N --<controller> python script args...``."""
-    python = python or sys.executable
-    return horovodrun_prefix(np, controller, python) + [python, str(script), *args]
-
-
-def worker_env(extra: Optional[Mapping[str, str]] = None, threads: int = 1) -> Dict[str, str]:
-    """Launcher environment: Keras 2, Open MPI root permission, the repository on PYTHONPATH."""
-    env = launch_env()
-    env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+def worker_env(extra: Optional[Mapping[str, str]] = None, threads: int = 1,
+               base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The environment of every rank: ``base`` (default ``os.environ``) with Keras 2, Open MPI's
+    run-as-root permission (:func:`horovod_patches.mpi_env.launch_env`), quiet TensorFlow logs,
+    ``threads`` threads per rank (:data:`THREAD_VARS`), then ``extra`` on top."""
+    if threads < 1:
+        raise ValueError(f"threads per rank must be >= 1, got {threads}")
+    env = launch_env(base)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["OMP_NUM_THREADS"] = env["TF_NUM_INTRAOP_THREADS"] = str(threads)
-    env["TF_NUM_INTEROP_THREADS"] = str(threads)
+    env.update({name: str(threads) for name in THREAD_VARS})
     env.update(extra or {})
     return env
 
 
+def horovodrun_prefix(np: int, controller: str = "gloo", hosts: Optional[str] = None,
+                      hostfile: Optional[str] = None, network_interface: Optional[str] = None,
+                      python: Optional[str] = None) -> List[str]:
+    """``horovodrun -np N`` on this machine (``-H localhost:N``), on ``hosts`` (``a:4,b:4``) or
+    from a ``hostfile`` (``host slots=4`` lines), with ``--gloo`` or ``--mpi``. ``horovodrun``
+    is the one installed next to ``python`` (default: this interpreter)."""
+    if np < 1:
+        raise ValueError(f"the number of ranks must be >= 1, got {np}")
+    if controller not in CONTROLLERS:
+        raise ValueError(f"unknown controller {controller!r}: use one of {CONTROLLERS}")
+    if hosts and hostfile:
+        raise ValueError("give hosts or a hostfile, not both")
+    cmd = [str(Path(python or sys.executable).parent / "horovodrun"), "-np", str(np)]
+    cmd += ["--hostfile", str(hostfile)] if hostfile else ["-H", hosts or f"localhost:{np}"]
+    cmd.append(f"--{controller}")
+    if network_interface:
+        cmd += ["--network-interface", network_interface]
+    return cmd
+
+
+def horovodrun_command(np: int, command: Sequence[str], controller: str = "gloo",
+                       hosts: Optional[str] = None, hostfile: Optional[str] = None,
+                       network_interface: Optional[str] = None) -> List[str]:
+    """:func:`horovodrun_prefix` followed by ``command`` (what each rank runs)."""
+    return horovodrun_prefix(np, controller, hosts, hostfile, network_interface) + list(command)
+
+
+def mpirun_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
+                   hostfile: Optional[str] = None,
+                   env_names: Sequence[str] = FORWARDED_ENV) -> List[str]:
+    """Open MPI ``mpirun`` for ``np`` ranks (Horovod's MPI controller on a real cluster),
+    forwarding ``env_names`` from the launcher's environment (see :func:`worker_env`)."""
+    if hosts and hostfile:
+        raise ValueError("give hosts or a hostfile, not both")
+    cmd = ["mpirun", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
+    if hostfile:
+        cmd += ["--hostfile", str(hostfile)]
+    elif hosts:
+        cmd += ["-H", hosts]
+    for name in env_names:
+        cmd += ["-x", name]
+    return cmd + list(command)
+
+
 def run(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
-        env: Optional[Mapping[str, str]] = None, timeout: float = 900, threads: int = 1) -> str:
-    """Run ``script`` on ``np`` ranks; return its output or raise RuntimeError with its tail."""
-    cmd = horovodrun_command(script, args, np, controller)
-    proc = subprocess.run(cmd, cwd=REPO, env=worker_env(env, threads), capture_output=True,
+        env: Optional[Mapping[str, str]] = None, timeout: float = 900, threads: int = 1,
+        cwd: Optional[Path] = None) -> str:
+    """Run ``python script args...`` as ``np`` local ranks under ``horovodrun`` with
+    :func:`worker_env` (``env`` on top); return its stdout, or raise :class:`LaunchError` with
+    the tail of its output when it fails."""
+    cmd = horovodrun_command(np, [sys.executable, str(script), *args], controller)
+    proc = subprocess.run(cmd, cwd=cwd, env=worker_env(env, threads), capture_output=True,
                           text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
-                           f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise LaunchError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
+                          f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout

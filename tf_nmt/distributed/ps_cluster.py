@@ -1,7 +1,8 @@
 """A local TensorFlow parameter-server cluster: worker and ps ``tf.distribute.Server`` processes
 on 127.0.0.1 ports, and the ``ParameterServerStrategy`` + ``ClusterCoordinator`` driving them.
 
-The servers run as child processes (``python -m tf_nmt.distributed.ps_cluster JOB INDEX SPEC``):
+The servers run as child processes of the installed package
+(``python -m tf_nmt.distributed.ps_cluster JOB INDEX SPEC``):
 with several workers inside the coordinator's own process the scheduled functions hang here.
 Only loopback addresses are used; :meth:`LocalPSCluster.close` ends exactly the processes it
 started.
@@ -48,8 +49,6 @@ class LocalPSCluster:
             "ps": [f"{LOOPBACK}:{_free_port()}" for _ in range(num_ps)]}
         self._procs: List[subprocess.Popen] = []
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         try:
             for job, addresses in self.spec.items():
                 for index, address in enumerate(addresses):

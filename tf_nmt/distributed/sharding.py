@@ -1,7 +1,5 @@
-"""Giving each worker a disjoint slice of the data, and refusing splits that leave ranks idle."""
+"""Refusing data splits that leave a rank without data (its missing collectives would hang)."""
 from __future__ import annotations
-
-from typing import Any
 
 from tf_nmt.distributed.context import DistContext
 
@@ -14,9 +12,3 @@ def check_shards(num_shards_or_examples: int, ctx: DistContext, what: str = "dat
             f"cannot split {num_shards_or_examples} {what} over {ctx.size} workers: every rank "
             f"needs at least one; use at most {max(1, num_shards_or_examples)} workers or more data")
 
-
-def shard_dataset(ds: Any, ctx: DistContext) -> Any:
-    """``ds.shard(size, rank)``; the dataset itself when running a single process."""
-    if ctx.size <= 1:
-        return ds
-    return ds.shard(ctx.size, ctx.rank)

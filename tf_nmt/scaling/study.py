@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from tf_nmt.distributed.launcher import LaunchError, horovodrun_command, mpirun_command, worker_env
 from tf_nmt.scaling.efficiency import SCALING_KINDS, efficiency_rows, markdown_table, strong_split
-from tf_nmt.scaling.launch import (LaunchError, horovodrun_command, launch_emulated,
-                                   mpirun_command, worker_env)
+from tf_nmt.scaling.emulated_ranks import launch_emulated
+from tf_nmt.scaling.modes import mode_overrides
+from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec
 
 LAUNCHERS = ("local", "emulated", "cluster")
 
@@ -62,8 +64,6 @@ class StudySpec:
                 strong_split(self.strong_sentences, n)
         if self.launcher == "cluster" and not (self.hosts or self.hostfile):
             raise ValueError("--launcher cluster needs --hosts or --hostfile")
-        from tf_nmt.scaling.modes import mode_overrides  # noqa: PLC0415
-
         for comm in self.comms:
             mode_overrides(comm)
 
@@ -76,8 +76,6 @@ class StudySpec:
 
 def worker_command(spec: StudySpec, comm: str, per_worker: int, out: Path) -> List[str]:
     """The ``python -m tf_nmt.scaling.worker`` command line for one measurement."""
-    from tf_nmt.scaling.modes import mode_overrides  # noqa: PLC0415
-
     cmd = [sys.executable, "-m", "tf_nmt.scaling.worker", "--batch-sentences", str(per_worker),
            "--src-len", str(spec.src_len), "--tgt-len", str(spec.tgt_len),
            "--vocab-size", str(spec.vocab_size), "--steps", str(spec.steps),
@@ -103,8 +101,6 @@ def _measure(spec: StudySpec, link: str, n: int, command: List[str], out: Path,
              log_dir: Path) -> Dict[str, object]:
     extra: Dict[str, object] = {}
     if spec.launcher == "emulated":
-        from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec  # noqa: PLC0415
-
         with EmulatedCluster(n, LinkSpec(link.split("/")[0], spec.delay), tag="study") as cluster:
             before = cluster.link_bytes()
             launch_emulated(cluster, command, log_dir, env=worker_env(threads=spec.threads),

@@ -1,8 +1,8 @@
 """train.comm and the graddrop/fedavg/bmuf keys: resolution, compatibility and bad values."""
 import pytest
 
-from tf_nmt.config import ConfigError, load_config
-from tf_nmt.distributed.comm.settings import COMM_MODES, resolve_comm
+from tf_nmt.config import COMM_MODES, ConfigError, load_config
+from tf_nmt.distributed.comm import resolve_comm
 
 
 def settings(*overrides):
@@ -11,14 +11,14 @@ def settings(*overrides):
 
 def test_default_is_sparse_as_dense():
     s = settings()
-    assert s.mode == "sparse_as_dense" and s.sparse_as_dense
+    assert s.mode == "sparse_as_dense"
     assert s.average_every == 500 and s.drop_warmup_steps == 1000 and not s.averages_parameters
 
 
-def test_legacy_sparse_as_dense_false_means_dense():
-    s = settings("train.sparse_as_dense=false")
-    assert s.mode == "dense" and not s.sparse_as_dense
-    assert settings("train.comm=dense").sparse_as_dense is False
+@pytest.mark.parametrize("value", ["false", "true"])
+def test_retired_sparse_as_dense_key_names_the_replacement(value):
+    with pytest.raises(ConfigError, match="train.sparse_as_dense was retired.*train.comm=dense"):
+        settings(f"train.sparse_as_dense={value}")
 
 
 @pytest.mark.parametrize("mode", COMM_MODES)
@@ -63,5 +63,7 @@ def test_cli_comm_option_sets_the_key():
 
     args = build_parser().parse_args(["train", "--run-dir", "r", "--comm", "graddrop"])
     assert args.comm == "graddrop"
+    for mode in COMM_MODES:  # the CLI offers exactly the package's mode names
+        assert build_parser().parse_args(["train", "--run-dir", "r", "--comm", mode]).comm == mode
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--run-dir", "r", "--comm", "topk"])

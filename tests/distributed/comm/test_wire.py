@@ -33,13 +33,3 @@ def test_sign_bits_round_trip(n):
     assert packed.dtype == tf.uint8 and int(tf.size(packed)) == -(-n // 8)
     np.testing.assert_array_equal(wire.unpack_signs(packed).numpy()[:n], signs)
 
-
-def test_byte_counts():
-    t = [tf.zeros([3, 4], tf.float32), tf.zeros([5], tf.uint16), tf.zeros([2], tf.int32)]
-    assert int(wire.tensor_bytes(t)) == 48 + 10 + 8
-    variables = [tf.Variable(tf.zeros([10, 3])), tf.Variable(tf.zeros([7]))]
-    assert wire.dense_bytes(variables) == 4 * 37
-    assert wire.ring_allreduce_traffic(100.0, 2) == 100.0
-    assert wire.ring_allreduce_traffic(100.0, 4) == 150.0
-    assert wire.ring_allgather_traffic(10.0, 4) == 30.0
-    assert wire.ring_allreduce_traffic(100.0, 1) == 0.0

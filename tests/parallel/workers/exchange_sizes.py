@@ -16,6 +16,7 @@ os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"  # read by hvd.init(): lets rank 0 st
 
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.compat import keras, tf  # noqa: E402
+from tf_nmt.distributed.comm.horovod import horovod_tape  # noqa: E402
 from tf_nmt.distributed.exchange import exchange_gradients, measure  # noqa: E402
 from tf_nmt.models import build_model  # noqa: E402
 from tf_nmt.models.losses import label_smoothed_nll  # noqa: E402
@@ -57,7 +58,7 @@ def run(ctx, tie: bool, timeline: Path) -> dict:
     for flag in (False, True):
         with tf.GradientTape() as tape:
             loss = loss_value()
-        grads = distributed.distributed_tape(tape, ctx, sparse_as_dense=flag).gradient(
+        grads = horovod_tape(tape, ctx, sparse_as_dense=flag).gradient(
             loss, model.trainable_variables)
         reference[str(flag)] = [tf.convert_to_tensor(g).numpy().ravel().tolist() for g in grads]
     dense = lambda gs: [tf.convert_to_tensor(g).numpy().ravel().tolist() for g in gs]  # noqa: E731

@@ -1,12 +1,13 @@
 """Worker for tests/parallel: run under ``horovodrun -np 2``; writes ``<out>/rank<r>.json``.
 
 Phases (one launch, to pay TensorFlow's start-up once):
-* equivalence — same init on every rank, rank-specific batches, model.fit with the wrapped SGD
-  (tf_keras current and legacy optimizers), sparse_as_dense True and False; rank 0 also trains
+* equivalence — same init on every rank, rank-specific batches, model.fit with the SGD that
+  ``comm.wrap_optimizer`` makes (tf_keras current and legacy optimizers), train.comm
+  sparse_as_dense and dense; rank 0 also trains
   a plain single-process copy on the union batches (the reference).
 * accumulate — the same with backward_passes_per_step=2 (legacy SGD, as the trainer uses).
-* tape — the same equivalence with a custom loop and ``distributed_tape``.
-* sync — different init seeds per rank, model.fit + ``distributed_callbacks``: the broadcast must
+* tape — the same equivalence with a custom loop and ``horovod_tape``.
+* sync — different init seeds per rank, model.fit + ``horovod_callbacks``: the broadcast must
   leave identical parameters, and the metric averaging identical epoch logs.
 """
 import argparse
@@ -19,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # repo root, when 
 
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.compat import keras, tf  # noqa: E402
+from tf_nmt.distributed import comm  # noqa: E402
+from tf_nmt.distributed.comm.horovod import horovod_callbacks, horovod_tape  # noqa: E402
 
 VOCAB, DIM, CLASSES, LENGTH = 23, 4, 3, 5
 STEPS, PER_RANK_BATCH, LR = 4, 6, 0.5
@@ -74,8 +77,8 @@ def equivalence(ctx, sparse_as_dense: bool, legacy: bool = False, passes: int = 
     model = make_model(seed=7)
     distributed.broadcast_variables(model.variables, ctx)  # identical start on every rank
     initial = model.get_weights()
-    opt = distributed.wrap_optimizer(sgd(LR), ctx, sparse_as_dense=sparse_as_dense,
-                                     backward_passes_per_step=passes)
+    settings = comm.CommSettings(mode="sparse_as_dense" if sparse_as_dense else "dense")
+    opt = comm.wrap_optimizer(sgd(LR), settings, ctx, backward_passes_per_step=passes)
     fit(model, opt, rank_slice(x, ctx.rank), rank_slice(y, ctx.rank), PER_RANK_BATCH)
     out = {"params": weights(model), "optimizer_class": type(opt).__name__,
            "is_tf_keras": isinstance(opt, (keras.optimizers.Optimizer,
@@ -107,7 +110,7 @@ def tape_equivalence(ctx) -> dict:
         grad_kinds.update(type(g).__name__ for g in local)
         with tf.GradientTape() as tape:
             value = loss(ys, model(xs, training=True))
-        grads = distributed.distributed_tape(tape, ctx).gradient(value, model.trainable_variables)
+        grads = horovod_tape(tape, ctx, sparse_as_dense=True).gradient(value, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
     return {"initial": initial, "params": weights(model), "local_grad_types": sorted(grad_kinds)}
 
@@ -116,9 +119,9 @@ def sync(ctx) -> dict:
     x, y = global_batches(ctx.size)
     model = make_model(seed=100 + ctx.rank)  # deliberately different initial weights
     initial = weights(model)
-    opt = distributed.wrap_optimizer(keras.optimizers.SGD(LR), ctx)
+    opt = comm.wrap_optimizer(keras.optimizers.SGD(LR), comm.CommSettings(), ctx)
     history = fit(model, opt, rank_slice(x, ctx.rank), rank_slice(y, ctx.rank), PER_RANK_BATCH,
-                  callbacks=distributed.distributed_callbacks(ctx))
+                  callbacks=horovod_callbacks(ctx))
     local_loss = float(loss_fn()(rank_slice(y, ctx.rank), model(rank_slice(x, ctx.rank))))
     return {"initial": initial, "params": weights(model), "history": history,
             "local_loss": local_loss,

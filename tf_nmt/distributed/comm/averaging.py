@@ -5,9 +5,10 @@ apart, so they are averaged every P steps) and, with a block update on top, by `
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import List, Sequence
 
 from tf_nmt.compat import tf
+from tf_nmt.distributed.accounting import variables_bytes
 from tf_nmt.distributed.context import DistContext
 
 
@@ -23,8 +24,7 @@ class ModelAverage:
 
     def __init__(self, variables: Sequence[tf.Variable], ctx: DistContext) -> None:
         self.variables, self.ctx = list(variables), ctx
-        self.payload_bytes = int(sum(int(v.shape.num_elements()) * v.dtype.size
-                                     for v in self.variables))
+        self.payload_bytes = variables_bytes(self.variables)
         self._fn = tf.function(self._sync)
 
     def _sync(self) -> None:
@@ -70,10 +70,4 @@ def make_sync(kind: str, variables: Sequence[tf.Variable], ctx: DistContext,
     if kind == "bmuf":
         return BlockUpdate(variables, ctx, block_momentum, block_lr, nesterov)
     raise ValueError(f"unknown parameter sync {kind!r}")
-
-
-def broadcast_model(variables: Sequence[Any], ctx: DistContext, root_rank: int = 0) -> None:
-    """Give every rank rank ``root_rank``'s values (before the first step)."""
-    if ctx.distributed:
-        ctx.hvd.broadcast_variables(list(variables), root_rank=root_rank)
 

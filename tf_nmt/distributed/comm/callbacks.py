@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from tf_nmt.compat import keras
-from tf_nmt.distributed.comm import wire
-from tf_nmt.distributed.comm.averaging import ModelAverage, broadcast_model, make_sync
+from tf_nmt.distributed.accounting import variables_bytes
+from tf_nmt.distributed.comm.averaging import ModelAverage, make_sync
+from tf_nmt.distributed.comm.settings import HOROVOD_MODES
 from tf_nmt.distributed.context import DistContext
+from tf_nmt.distributed.sync import broadcast_variables
 
 
 class BroadcastModel(keras.callbacks.Callback):
@@ -24,7 +26,7 @@ class BroadcastModel(keras.callbacks.Callback):
         self.ctx = ctx
 
     def on_train_begin(self, logs=None):
-        broadcast_model(self.model.variables, self.ctx)
+        broadcast_variables(self.model.variables, self.ctx)
 
 
 class PeriodicSync(keras.callbacks.Callback):
@@ -77,7 +79,7 @@ class CommStats(keras.callbacks.Callback):
         self.history: List[Dict[str, float]] = []
 
     def on_train_begin(self, logs=None):
-        self.dense_bytes = wire.dense_bytes(self.model.trainable_variables)
+        self.dense_bytes = variables_bytes(self.model.trainable_variables)
         self._t0 = time.time()
         if self.out_path is not None and Path(self.out_path).is_file():  # a resumed run
             step = int(self.model.optimizer.iterations.numpy())
@@ -88,7 +90,7 @@ class CommStats(keras.callbacks.Callback):
         exchange = self.exchange_of(self.model.optimizer)
         if exchange is not None:
             stats = exchange.step_stats()
-        elif self.mode in ("dense", "sparse_as_dense"):
+        elif self.mode in HOROVOD_MODES:
             stats = {"sent_bytes": self.dense_bytes, "density": 1.0}
         else:  # local steps: nothing sent between syncs
             stats = {"sent_bytes": 0, "density": 0.0}
@@ -106,7 +108,7 @@ class CommStats(keras.callbacks.Callback):
             logs.update(comm_bytes=entry["sent_bytes"], comm_dense_bytes=entry["dense_bytes"],
                         comm_density=entry["density"])
         # A single process with Horovod's modes sends nothing: keep the series, skip the line.
-        quiet = self.world_size == 1 and self.mode in ("dense", "sparse_as_dense")
+        quiet = self.world_size == 1 and self.mode in HOROVOD_MODES
         if step % self.every == 0 and not quiet:
             recent = self.history[-self.every:]
             sent = sum(e["sent_bytes"] for e in recent) / len(recent)

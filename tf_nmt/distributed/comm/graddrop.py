@@ -21,6 +21,7 @@ from typing import Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from tf_nmt.compat import tf
+from tf_nmt.distributed import accounting
 from tf_nmt.distributed.comm import wire
 from tf_nmt.distributed.comm.settings import CommSettings
 from tf_nmt.ops import grad_drop_global, num_columns, one_bit_quantize
@@ -66,7 +67,7 @@ class GradDropExchange:
         self.sizes = [int(s.num_elements()) for s in self.shapes]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.total = int(self.offsets[-1])
-        self.dense_bytes = 4 * self.total
+        self.dense_bytes = accounting.tensor_bytes([self.total], "float32")  # exchanged as float32
         self.columns = [wire_columns(s) for s in self.shapes]
         self.column_offsets = np.concatenate([[0], np.cumsum(self.columns)]).astype(np.int64)
         with tf.init_scope():  # may be built while Keras traces the train step
@@ -156,7 +157,7 @@ class GradDropExchange:
             own = tf.scatter_nd(own_positions[:, None], own_values, [self.total])
             local = tf.concat([tf.reshape(g, [-1]) for g in dense], 0)
             update = update + (local - own) / float(self.num_ranks)
-        ops = [self.sent_bytes.assign(wire.tensor_bytes(sent)),
+        ops = [self.sent_bytes.assign(accounting.graph_tensors_bytes(sent)),
                self.kept.assign(tf.cast(tf.size(positions), tf.int64)),
                self.union.assign(tf.cast(tf.size(tf.unique(all_positions).y), tf.int64)),
                self.ratio.assign(ratio)]

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tf_nmt.config import ConfigError, TrainConfig
+from tf_nmt.config import COMM_MODES, ConfigError, TrainConfig
 
-COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
 HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
 WARMUP_SHAPES = ("linear", "geometric")  # how the drop ratio ramps up (see ramped_drop_ratio)
 
@@ -28,25 +27,15 @@ class CommSettings:
     nesterov: bool = True
 
     @property
-    def sparse_as_dense(self) -> bool:
-        """Horovod's densify-before-allreduce flag (only meaningful for the Horovod modes)."""
-        return self.mode != "dense"
-
-    @property
     def averages_parameters(self) -> bool:
         """Ranks drift apart between periodic parameter averages."""
         return self.mode in ("fedavg", "bmuf") or (self.mode == "graddrop" and self.local_gradients)
 
 
 def resolve_comm(t: TrainConfig) -> CommSettings:
-    """:class:`CommSettings` from ``train.*``; raises ConfigError on a bad value.
-
-    ``train.sparse_as_dense=false`` with the default ``train.comm=sparse_as_dense`` selects
-    ``dense`` (the key predates ``train.comm``).
-    """
+    """:class:`CommSettings` from ``train.*``; raises ConfigError on a bad value."""
     if t.comm not in COMM_MODES:
         raise ConfigError(f"train.comm: unknown mode {t.comm!r} (valid: {', '.join(COMM_MODES)})")
-    mode = "dense" if t.comm == "sparse_as_dense" and not t.sparse_as_dense else t.comm
     if not 0.0 <= t.drop_ratio < 1.0:
         raise ConfigError(f"train.drop_ratio must be in [0, 1), got {t.drop_ratio}")
     if t.drop_threshold not in ("global", "per_tensor"):
@@ -63,9 +52,9 @@ def resolve_comm(t: TrainConfig) -> CommSettings:
         raise ConfigError(f"train.bmuf_block_momentum must be in [0, 1), got {t.bmuf_block_momentum}")
     if t.bmuf_block_lr <= 0.0:
         raise ConfigError(f"train.bmuf_block_lr must be > 0, got {t.bmuf_block_lr}")
-    if mode not in HOROVOD_MODES and t.backward_passes_per_step != 1:
-        raise ConfigError(f"train.comm={mode} does not support train.backward_passes_per_step > 1")
-    return CommSettings(mode=mode, drop_ratio=t.drop_ratio, per_tensor=t.drop_threshold == "per_tensor",
+    if t.comm not in HOROVOD_MODES and t.backward_passes_per_step != 1:
+        raise ConfigError(f"train.comm={t.comm} does not support train.backward_passes_per_step > 1")
+    return CommSettings(mode=t.comm, drop_ratio=t.drop_ratio, per_tensor=t.drop_threshold == "per_tensor",
                         drop_warmup_steps=t.drop_warmup_steps,
                         drop_warmup_shape=t.drop_warmup_shape, error_feedback=t.error_feedback,
                         local_gradients=t.local_gradients, one_bit=t.one_bit,

@@ -1,4 +1,4 @@
-"""What goes on the wire: a compact (block, uint16) index code, packed sign bits, byte counts.
+"""What goes on the wire: a compact (block, uint16) index code and packed sign bits.
 
 Sparse gradients are sent as flat positions into the concatenation of all gradient tensors.
 Positions are split into blocks of 2^16: each rank sends the 16 low bits of every position
@@ -8,7 +8,7 @@ sorted (GradDrop emits them in increasing order), which keeps each block's entri
 """
 from __future__ import annotations
 
-from typing import Iterable, Tuple
+from typing import Tuple
 
 from tf_nmt.compat import tf
 
@@ -57,26 +57,3 @@ def unpack_signs(packed: tf.Tensor) -> tf.Tensor:
     shifts = tf.constant([7, 6, 5, 4, 3, 2, 1, 0], tf.int32)
     bits = tf.bitwise.right_shift(tf.cast(packed, tf.int32)[:, None], shifts[None, :])
     return tf.reshape(tf.bitwise.bitwise_and(bits, 1) > 0, [-1])
-
-
-def tensor_bytes(tensors: Iterable[tf.Tensor]) -> tf.Tensor:
-    """Total bytes of ``tensors`` as an int64 scalar (element count x item size)."""
-    total = tf.constant(0, tf.int64)
-    for t in tensors:
-        total += tf.cast(tf.size(t), tf.int64) * t.dtype.size
-    return total
-
-
-def dense_bytes(variables: Iterable) -> int:
-    """Bytes one dense allreduce of gradients shaped like ``variables`` hands to the collective."""
-    return int(sum(int(v.shape.num_elements()) * v.dtype.size for v in variables))
-
-
-def ring_allreduce_traffic(payload: float, ranks: int) -> float:
-    """Bytes each rank sends in a ring allreduce of ``payload`` bytes: 2 (N-1)/N x payload."""
-    return 2.0 * (ranks - 1) / ranks * payload if ranks > 1 else 0.0
-
-
-def ring_allgather_traffic(payload: float, ranks: int) -> float:
-    """Bytes each rank sends in a ring allgather where every rank contributes ``payload``."""
-    return float(ranks - 1) * payload

@@ -1,4 +1,5 @@
-"""Wiring a communication mode into ``model.fit``: the optimizer and the callbacks it needs."""
+"""The one entry point of gradient communication for ``model.fit``: the optimizer a mode needs
+(:func:`wrap_optimizer`) and the callbacks it needs (:func:`comm_callbacks`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +7,7 @@ from typing import Any, Callable, List, Optional
 
 from tf_nmt.distributed.comm.callbacks import BroadcastModel, CommStats, PeriodicSync
 from tf_nmt.distributed.comm.graddrop import GradDropExchange, horovod_gather, local_gather
+from tf_nmt.distributed.comm.horovod import horovod_callbacks, horovod_optimizer
 from tf_nmt.distributed.comm.optimizer import exchange_of, exchange_optimizer
 from tf_nmt.distributed.comm.settings import HOROVOD_MODES, CommSettings
 from tf_nmt.distributed.context import DistContext
@@ -13,13 +15,17 @@ from tf_nmt.distributed.context import DistContext
 
 def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
                    backward_passes_per_step: int = 1) -> Any:
-    """The optimizer for ``settings.mode``: Horovod's DistributedOptimizer (dense modes), a
-    GradDrop-exchanging copy (graddrop) or ``optimizer`` itself (fedavg/bmuf: local steps)."""
-    if settings.mode in HOROVOD_MODES:
-        from tf_nmt.distributed.optimizer import wrap_optimizer as horovod_wrap  # noqa: PLC0415
+    """The optimizer ``settings.mode`` trains with.
 
-        return horovod_wrap(optimizer, ctx, sparse_as_dense=settings.sparse_as_dense,
-                            backward_passes_per_step=backward_passes_per_step)
+    * ``dense`` / ``sparse_as_dense``: Horovod's DistributedOptimizer, with IndexedSlices
+      gradients allgathered (``dense``) or densified and allreduced (``sparse_as_dense``);
+      ``optimizer`` itself for a single process without gradient accumulation;
+    * ``graddrop``: a copy of ``optimizer`` that exchanges GradDrop-sparsified gradients;
+    * ``fedavg`` / ``bmuf``: ``optimizer`` itself (local steps; :func:`comm_callbacks` syncs).
+    """
+    if settings.mode in HOROVOD_MODES:
+        return horovod_optimizer(optimizer, ctx, sparse_as_dense=settings.mode == "sparse_as_dense",
+                                 backward_passes_per_step=backward_passes_per_step)
     if settings.mode == "graddrop":
         size = ctx.size if ctx.distributed else 1
         gather = horovod_gather(ctx.hvd) if ctx.distributed else local_gather
@@ -35,18 +41,14 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
 def comm_callbacks(settings: CommSettings, ctx: DistContext, log_every: int = 50,
                    log: Callable[[str], None] = print, stats_path: Optional[Path] = None,
                    average_metrics: bool = True) -> List[Any]:
-    """Callbacks every rank runs, to be put first: start in sync, (periodic sync), statistics."""
-    callbacks: List[Any] = []
-    if settings.mode in HOROVOD_MODES:
-        from tf_nmt.distributed.callbacks import distributed_callbacks  # noqa: PLC0415
-
-        callbacks += distributed_callbacks(ctx, average_metrics=average_metrics)
-    elif ctx.distributed:
-        callbacks.append(BroadcastModel(ctx))
-        if average_metrics:
-            from horovod_patches.keras import import_horovod_keras  # noqa: PLC0415
-
-            callbacks.append(import_horovod_keras().callbacks.MetricAverageCallback())
+    """Callbacks every rank runs for ``settings.mode``, to be put first in the list: start in
+    sync, the periodic parameter sync (fedavg, bmuf, graddrop with local gradients) and the
+    per-step byte statistics (:class:`CommStats`, written to ``stats_path`` when given)."""
+    if settings.mode in HOROVOD_MODES:  # Horovod broadcasts optimizer state too
+        callbacks = horovod_callbacks(ctx, average_metrics=average_metrics)
+    else:  # each rank keeps its own optimizer state (GradDrop residuals are per rank)
+        callbacks = [BroadcastModel(ctx)] if ctx.distributed else []
+        callbacks += horovod_callbacks(ctx, broadcast=False, average_metrics=average_metrics)
     sync = None
     if settings.mode == "bmuf":
         sync = PeriodicSync(ctx, settings.average_every, "bmuf",

@@ -1,42 +1,30 @@
-"""Starting Horovod ranks: on an emulated cluster (one Gloo rank per namespace), or by building
-the ``horovodrun``/``mpirun`` command for this machine or a real cluster.
+"""Starting Horovod/Gloo ranks on an emulated cluster: one rank (or ``slots_per_host``) per
+network namespace.
 
-``horovodrun`` reaches remote hosts over ssh, which the namespaces do not run, so for the emulated
-cluster we start each rank ourselves with ``ip netns exec`` and the environment Horovod's Gloo
-launcher would give it, and serve Horovod's own rendezvous (``RendezvousServer``) from inside
-host 0's namespace.
+``horovodrun`` reaches remote hosts over ssh, which the namespaces do not run, so each rank is
+started here with ``ip netns exec`` and the environment Horovod's Gloo launcher would give it,
+and Horovod's own rendezvous (``RendezvousServer``) is served from inside host 0's namespace.
+The rank environment and thread settings come from :func:`tf_nmt.distributed.launcher.worker_env`;
+command lines for this machine or a real cluster from :mod:`tf_nmt.distributed.launcher`.
 """
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
+from tf_nmt.distributed.launcher import LaunchError, worker_env
 from tf_nmt.scaling.netns import HOST_IFACE, EmulatedCluster, entered
-
-
-class LaunchError(RuntimeError):
-    """A rank failed or the job timed out (the message names the rank and its log)."""
-
-
-def worker_env(base: Optional[Mapping[str, str]] = None, threads: int = 1) -> Dict[str, str]:
-    """Environment for benchmark ranks: Keras 2, quiet TF, ``threads`` intra-op threads each."""
-    env = dict(os.environ if base is None else base)
-    repo = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update({"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-                "OMP_NUM_THREADS": str(threads), "TF_NUM_INTRAOP_THREADS": str(threads),
-                "TF_NUM_INTEROP_THREADS": "1"})
-    return env
 
 
 @dataclass
 class RankResult:
+    """How one rank of :func:`launch_emulated` ended, and where its output is."""
+
     rank: int
     host: str
     returncode: int
@@ -111,41 +99,3 @@ def _terminate(procs: List[subprocess.Popen]) -> None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
 
-
-def horovodrun_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
-                       hostfile: Optional[str] = None, controller: str = "gloo",
-                       network_interface: Optional[str] = None) -> List[str]:
-    """``horovodrun`` for ``np`` ranks: on this machine (``-H localhost:np``), on ``hosts``
-    (``host1:4,host2:4``) or from a ``hostfile`` (``host slots=4`` lines)."""
-    if hosts and hostfile:
-        raise ValueError("give hosts or a hostfile, not both")
-    if controller not in ("gloo", "mpi"):
-        raise ValueError(f"controller must be gloo or mpi, got {controller!r}")
-    runner = str(Path(sys.executable).parent / "horovodrun")
-    cmd = [runner, "-np", str(np)]
-    if hostfile:
-        cmd += ["--hostfile", str(hostfile)]
-    else:
-        cmd += ["-H", hosts or f"localhost:{np}"]
-    cmd.append(f"--{controller}")
-    if network_interface:
-        cmd += ["--network-interface", network_interface]
-    return cmd + list(command)
-
-
-def mpirun_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
-                   hostfile: Optional[str] = None,
-                   env_names: Sequence[str] = ("PYTHONPATH", "TF_USE_LEGACY_KERAS",
-                                               "OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-                                               "TF_NUM_INTEROP_THREADS")) -> List[str]:
-    """Open MPI ``mpirun`` for ``np`` ranks (Horovod's MPI controller), forwarding ``env_names``."""
-    if hosts and hostfile:
-        raise ValueError("give hosts or a hostfile, not both")
-    cmd = ["mpirun", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
-    if hostfile:
-        cmd += ["--hostfile", str(hostfile)]
-    elif hosts:
-        cmd += ["-H", hosts]
-    for name in env_names:
-        cmd += ["-x", name]
-    return cmd + list(command)
