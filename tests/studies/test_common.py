@@ -48,3 +48,20 @@ def test_run_study_runs_the_module_main(tmp_path):
     existing.write_text("{}")
     with pytest.raises(SystemExit, match="exists"):  # refused before anything is trained
         run_study("transfer", ["--output", str(existing), "--work-dir", str(tmp_path / "w")])
+
+
+def test_a_rank_study_runs_its_worker_or_measures_and_writes(tmp_path, capsys):
+    from argparse import Namespace
+
+    calls = []
+    figure = tmp_path / "f.png"
+    args = Namespace(worker=False, out=tmp_path / "r.json", overwrite=False)
+    draw = {figure: lambda result, path: path.write_text(str(result["x"]))}
+    assert common.run_rank_study(args, calls.append, lambda a: {"x": 1}, lambda r: "TABLE", draw) == 0
+    assert json.loads(args.out.read_text()) == {"x": 1} and figure.read_text() == "1"
+    assert "TABLE" in capsys.readouterr().out and calls == []
+    with pytest.raises(SystemExit, match="exists"):
+        common.run_rank_study(args, calls.append, lambda a: {"x": 2}, str, draw)
+    args.worker = True
+    common.run_rank_study(args, calls.append, lambda a: {"x": 3}, str, draw)
+    assert calls == [args] and json.loads(args.out.read_text()) == {"x": 1}

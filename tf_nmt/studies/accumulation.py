@@ -162,14 +162,6 @@ def combine(measured: Dict[str, List[dict]], extrapolate: Sequence[int]) -> Dict
 
 
 # ------------------------------------------------------------------------------------- launching
-def worker_args(args: argparse.Namespace, out_dir: str) -> List[str]:
-    """The ``tf-nmt`` arguments of one rank of this study."""
-    argv = ["study", "accumulation", "--worker", "--worker-out", out_dir, "--preset", args.preset,
-            "--batch-tokens", str(args.batch_tokens), "--steps", str(args.steps),
-            "--pairs-per-rank", str(args.pairs_per_rank)]
-    return argv + common.set_args(args.set)
-
-
 def run_all(args: argparse.Namespace) -> dict:
     """Measure every N of ``--ranks`` under horovodrun; the combined result."""
     measured: Dict[str, List[dict]] = {v: [] for v in VARIANTS}
@@ -177,7 +169,8 @@ def run_all(args: argparse.Namespace) -> dict:
     for n in common.parse_ranks(args.ranks):
         with tempfile.TemporaryDirectory(prefix=f"acc{n}-") as tmp:
             t0 = time.perf_counter()
-            launcher.run(common.tf_nmt_executable(), worker_args(args, tmp), n, args.controller,
+            launcher.run(common.tf_nmt_executable(), common.worker_argv("accumulation", args, tmp),
+                         n, args.controller,
                          env={"HOROVOD_TIMELINE": "DYNAMIC"}, timeout=args.timeout)
             ranks = common.read_ranks(Path(tmp), n)
             print(f"N={n}: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -274,35 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
     """The study's command line (also ``scripts/accumulation_study.py``)."""
     p = argparse.ArgumentParser(prog="tf-nmt study accumulation",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", default="1,2,4", help="rank counts to measure under horovodrun")
     p.add_argument("--extrapolate", default="64,300,1200")
     p.add_argument("--steps", type=int, default=4, help="measured steps per run")
-    p.add_argument("--batch-tokens", type=int, default=5000)
-    p.add_argument("--pairs-per-rank", type=int, default=3000,
-                   help="train pairs each rank samples and tokenises")
-    p.add_argument("--preset", default="quickstart")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
-    p.add_argument("--out", type=Path, default=Path("results/accumulation.json"))
     p.add_argument("--plot", type=Path, default=None, help="default: --out with .png")
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--timeout", type=float, default=900)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--worker-out", help=argparse.SUPPRESS)
+    common.add_rank_study_args(p, out=Path("results/accumulation.json"), ranks="1,2,4")
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the study (or, with ``--worker``, one rank of it)."""
     args = build_parser().parse_args(argv)
-    if args.worker:
-        worker(args)
-        return 0
-    plot_path = args.plot or args.out.with_suffix(".png")
-    common.refuse_existing([args.out, plot_path], args.overwrite)
-    result = run_all(args)
-    print("\n" + table(result))
-    common.write_result(args.out, result, overwrite=args.overwrite)
-    plot(result, plot_path)
-    print(f"wrote {args.out} and {plot_path}")
-    return 0
+    figures = {args.plot or args.out.with_suffix(".png"): plot}
+    return common.run_rank_study(args, worker, run_all, table, figures)

@@ -81,10 +81,7 @@ def table(runs: List[Dict[str, Any]]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line (also ``scripts/async_experiment.py``)."""
     ap = argparse.ArgumentParser(prog="tf-nmt study async", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=Path("data_cache"))
-    ap.add_argument("--work-dir", type=Path, default=Path("runs/async"))
-    ap.add_argument("--output", type=Path, default=Path("results/async.json"))
-    ap.add_argument("--overwrite", action="store_true")
+    common.add_work_dir_args(ap, "async")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--updates", type=int, default=2000)
     ap.add_argument("--lrs", default="0.0005,0.001,0.002")

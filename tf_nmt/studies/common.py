@@ -2,16 +2,18 @@
 files, result files that are never replaced by accident, and running ``tf-nmt`` commands."""
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 from tf_nmt.config import Config, load_config, preset
+from tf_nmt.distributed.launcher import CONTROLLERS
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import load_split, vocab_path
@@ -118,3 +120,57 @@ def run_tf_nmt(*args: str) -> None:
     cmd = [*tf_nmt_command(), *args]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
+
+
+def add_rank_study_args(p: argparse.ArgumentParser, out: Path, ranks: str) -> None:
+    """The options of a study that launches its own worker on every rank under horovodrun
+    (rank counts, model and batches, launcher, output; ``--worker``/``--worker-out`` are the
+    ranks' own)."""
+    p.add_argument("--ranks", default=ranks, help="rank counts to measure under horovodrun")
+    p.add_argument("--batch-tokens", type=int, default=5000)
+    p.add_argument("--pairs-per-rank", type=int, default=3000,
+                   help="train pairs each rank samples and tokenises")
+    p.add_argument("--preset", default="quickstart")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--controller", default="gloo", choices=CONTROLLERS)
+    p.add_argument("--out", type=Path, default=out)
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--worker-out", help=argparse.SUPPRESS)
+
+
+def worker_argv(study: str, args: argparse.Namespace, out_dir: str, *extra: str) -> List[str]:
+    """The ``tf-nmt`` arguments that run one rank of ``study`` (see :func:`add_rank_study_args`)."""
+    return ["study", study, "--worker", "--worker-out", out_dir, "--preset", args.preset,
+            "--batch-tokens", str(args.batch_tokens), "--steps", str(args.steps),
+            "--pairs-per-rank", str(args.pairs_per_rank), *extra, *set_args(args.set)]
+
+
+def run_rank_study(args: argparse.Namespace, worker: Callable[[argparse.Namespace], None],
+                   measure: Callable[[argparse.Namespace], Dict[str, Any]],
+                   table: Callable[[Dict[str, Any]], str],
+                   figures: Mapping[Path, Callable[[Dict[str, Any], Path], None]]) -> int:
+    """The main of a study with :func:`add_rank_study_args`: one rank's ``worker`` under
+    ``--worker``; otherwise refuse existing outputs, ``measure``, print the ``table``, write
+    ``--out`` and draw each figure to its path."""
+    if args.worker:
+        worker(args)
+        return 0
+    refuse_existing([args.out, *figures], args.overwrite)
+    result = measure(args)
+    print("\n" + table(result))
+    write_result(args.out, result, overwrite=args.overwrite)
+    for path, draw in figures.items():
+        draw(result, path)
+    print("wrote " + ", ".join(str(p) for p in (args.out, *figures)))
+    return 0
+
+
+def add_work_dir_args(p: argparse.ArgumentParser, name: str) -> None:
+    """``--data-dir``, ``--work-dir runs/NAME``, ``--output results/NAME.json``, ``--overwrite``:
+    the options of a study that trains runs through ``tf-nmt`` subprocesses."""
+    p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
+    p.add_argument("--work-dir", type=Path, default=Path("runs") / name)
+    p.add_argument("--output", type=Path, default=Path("results") / f"{name}.json")
+    p.add_argument("--overwrite", action="store_true", help="replace --output and --work-dir")

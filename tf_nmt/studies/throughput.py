@@ -125,21 +125,14 @@ def with_speedups(rows: List[dict]) -> List[dict]:
 
 
 # ------------------------------------------------------------------------------------- launching
-def worker_args(args: argparse.Namespace, out_dir: str) -> List[str]:
-    """The ``tf-nmt`` arguments of one rank of this study."""
-    argv = ["study", "throughput", "--worker", "--worker-out", out_dir, "--preset", args.preset,
-            "--batch-tokens", str(args.batch_tokens), "--steps", str(args.steps),
-            "--warmup", str(args.warmup), "--pairs-per-rank", str(args.pairs_per_rank)]
-    return argv + common.set_args(args.set)
-
-
 def run_all(args: argparse.Namespace) -> dict:
     """Measure every N of ``--ranks`` under horovodrun; the combined result."""
     rows, load = [], [os.getloadavg()[0]]
     for n in common.parse_ranks(args.ranks):
         with tempfile.TemporaryDirectory(prefix=f"tp{n}-") as tmp:
             t0 = time.perf_counter()
-            launcher.run(common.tf_nmt_executable(), worker_args(args, tmp), n, args.controller,
+            argv = common.worker_argv("throughput", args, tmp, "--warmup", str(args.warmup))
+            launcher.run(common.tf_nmt_executable(), argv, n, args.controller,
                          env={"HOROVOD_TIMELINE": "DYNAMIC"}, timeout=args.timeout,
                          threads=args.threads)
             rows.append(summarise(common.read_ranks(Path(tmp), n), Path(tmp) / "timeline.json"))
@@ -177,32 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The study's command line (also ``scripts/throughput_report.py``)."""
     p = argparse.ArgumentParser(prog="tf-nmt study throughput",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", default="1,2")
     p.add_argument("--steps", type=int, default=6, help="measured steps per run")
     p.add_argument("--warmup", type=int, default=3, help="unmeasured first steps (tracing)")
-    p.add_argument("--batch-tokens", type=int, default=5000)
-    p.add_argument("--pairs-per-rank", type=int, default=3000)
     p.add_argument("--threads", type=int, default=1, help="TF intra/inter-op threads per rank")
-    p.add_argument("--preset", default="quickstart")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
-    p.add_argument("--out", type=Path, default=Path("results/throughput.json"))
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--timeout", type=float, default=900)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--worker-out", help=argparse.SUPPRESS)
+    common.add_rank_study_args(p, out=Path("results/throughput.json"), ranks="1,2")
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the study (or, with ``--worker``, one rank of it)."""
-    args = build_parser().parse_args(argv)
-    if args.worker:
-        worker(args)
-        return 0
-    common.refuse_existing([args.out], args.overwrite)
-    result = run_all(args)
-    print("\n" + table(result))
-    common.write_result(args.out, result, overwrite=args.overwrite)
-    print(f"wrote {args.out}")
-    return 0
+    return common.run_rank_study(build_parser().parse_args(argv), worker, run_all, table, {})

@@ -112,10 +112,7 @@ def table(children: List[Dict[str, Any]], threshold: float, child_steps: int) ->
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line (also ``scripts/transfer_experiment.py``)."""
     ap = argparse.ArgumentParser(prog="tf-nmt study transfer", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=Path("data_cache"))
-    ap.add_argument("--work-dir", type=Path, default=Path("runs/transfer"))
-    ap.add_argument("--output", type=Path, default=Path("results/transfer.json"))
-    ap.add_argument("--overwrite", action="store_true", help="replace --output and --work-dir")
+    common.add_work_dir_args(ap, "transfer")
     ap.add_argument("--parent-sources", default="lo_help,lo_ui,gcc")
     ap.add_argument("--child-sources", default="ding")
     ap.add_argument("--vocab-size", type=int, default=8000, help="per part (own vocabulary each)")
