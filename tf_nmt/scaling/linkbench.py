@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from tf_nmt.distributed.accounting import ring_allreduce_bytes, tensor_bytes
+
 
 def bus_bandwidth_bits(size_bytes: int, world: int, seconds: float) -> float:
     """Ring-allreduce bus bandwidth in bit/s (0 for a single rank)."""
     if seconds <= 0:
         raise ValueError(f"time must be positive, got {seconds}")
-    return 8.0 * 2.0 * (world - 1) / world * size_bytes / seconds
+    return 8.0 * ring_allreduce_bytes(size_bytes, world) / seconds
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -48,8 +50,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         raise RuntimeError(f"allreduce returned {float(y[0])}, expected {expected}")
     if ctx.rank == 0:
         med = statistics.median(times)
-        result = {"world": ctx.size, "bytes": n * 4, "times_s": times, "median_s": med,
-                  "bus_bandwidth_bits": bus_bandwidth_bits(n * 4, ctx.size, med)}
+        size = tensor_bytes([n], "float32")
+        result = {"world": ctx.size, "bytes": size, "times_s": times, "median_s": med,
+                  "bus_bandwidth_bits": bus_bandwidth_bits(size, ctx.size, med)}
         tmp = args.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=2))
         tmp.replace(args.out)
