@@ -262,3 +262,17 @@ def test_misuse_inside_tf_function(name):
                                       tf.TensorSpec([], tf.float32)])
     with pytest.raises(tf.errors.InvalidArgumentError):
         fn(*args)
+
+
+def test_benchmark_study_quick(tmp_path):
+    """The Table 7.5 benchmark runs end to end and writes its JSON (numbers meaningless here)."""
+    import json
+
+    from tf_nmt.studies import lowprec_bench
+
+    out = tmp_path / "lp.json"
+    assert lowprec_bench.main(["--quick", "--no-tf", "--tokens", "4", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] and set(result["dot"]["summary"]) == set(lowprec.METHODS)
+    assert len(result["matmul"]) == len(lowprec_bench.SHAPES)
+    assert all(v > 0 for row in result["matmul"] for v in row["gflops_median"].values())

@@ -1,0 +1,248 @@
+"""Table 7.5 on this CPU: log-space dot products against int8 and fp32 (thesis section 7.3.5).
+
+Measures, at the C++ level (the ``LowprecBench*`` ops time their own loops, so TF's per-op cost
+does not swamp a 128-element dot product):
+
+* ns per 128-element dot product for fp32 FMA, int8 VNNI (``vpdpbusd``), 4-bit log with 16-bit
+  shift and 4-bit log with 8-bit LUT: ``pairs`` independent dot products on an L1-resident
+  working set, each producing its scalar (the horizontal sum is included);
+* GFLOP/s-equivalent (2 M N K / time) of the same four kernels, one thread, on our models' matmul
+  shapes for a batch of ``--tokens`` rows: the quickstart Transformer (d_model 256, ff 1024,
+  vocab 8000) and the GNMT LSTM gates (units 256: [x; h] 512 -> 4 x 256). Weights are packed once
+  outside the timing; each timed call packs the activations' codes and writes float outputs.
+  ``tf.matmul`` in float32 (Eigen, one intra-op thread, timed from Python, so it includes the
+  op dispatch) is given for reference.
+
+The machine is shared and noisy, so the methods alternate within each round (the order rotates
+from round to round) and the table reports medians over rounds and ratios to fp32 computed per
+round. The load average before and after is recorded. Thesis figures (Cascade Lake) are printed
+beside ours.
+
+    python scripts/bench_lowprec.py                     # writes results/lowprec_kernels.json
+    python scripts/bench_lowprec.py --quick --out /tmp/lp.json   # seconds; numbers meaningless
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+METHODS: Tuple[str, ...] = ("fp32", "int8", "shift16", "lut8")
+LABELS: Dict[str, str] = {
+    "fp32": "fp32 FMA",
+    "int8": "int8 VNNI (vpdpbusd)",
+    "shift16": "4-bit log, 16-bit shift",
+    "lut8": "4-bit log, 8-bit LUT",
+}
+THESIS_NS: Dict[str, float] = {"fp32": 8.46, "int8": 2.08, "shift16": 3.90, "lut8": 2.52}
+THESIS_CPU = "Intel Cascade Lake (thesis Table 7.5)"
+# (name, K, N): y[tokens, N] = x[tokens, K] W[K, N]
+SHAPES: Tuple[Tuple[str, int, int], ...] = (
+    ("transformer attention projection", 256, 256),
+    ("transformer ffn in", 256, 1024),
+    ("transformer ffn out", 1024, 256),
+    ("transformer output projection (vocab)", 256, 8000),
+    ("gnmt lstm gates", 512, 1024),
+)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _calibrate(measure, target_s: float, start: int) -> int:
+    """A repetition count for which one ``measure(reps)`` call takes about ``target_s``."""
+    reps = start
+    while True:
+        t0 = time.perf_counter()
+        measure(reps)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= target_s / 4 or reps >= 1 << 30:
+            return max(1, int(reps * target_s / max(elapsed, 1e-9)))
+        reps *= 4
+
+
+def _rotated(round_index: int) -> List[str]:
+    k = round_index % len(METHODS)
+    return list(METHODS[k:] + METHODS[:k])
+
+
+def _summary(samples: List[float]) -> Dict[str, float]:
+    qs = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    return {"median": statistics.median(samples), "p25": qs[0], "p75": qs[2], "min": min(samples)}
+
+
+def bench_dots(rounds: int, pairs: int, target_s: float, impl: str = "auto") -> Dict[str, Any]:
+    """ns per 128-element dot product per method; the methods alternate within each round."""
+    from tf_nmt.ops import lowprec
+
+    reps = {m: _calibrate(lambda r, m=m: lowprec.bench_dot(m, pairs, r, impl), target_s, 64)
+            for m in METHODS}
+    ns: Dict[str, List[float]] = {m: [] for m in METHODS}
+    for r in range(rounds):
+        for m in _rotated(r):
+            ns[m].append(lowprec.bench_dot(m, pairs, reps[m], impl))
+    ratios = {m: [ns["fp32"][r] / ns[m][r] for r in range(rounds)] for m in METHODS}
+    return {
+        "pairs": pairs, "k": 128, "impl": impl, "reps": reps, "ns_per_dot": ns,
+        "summary": {m: {**_summary(ns[m]), "speedup_vs_fp32_median": statistics.median(ratios[m])}
+                    for m in METHODS},
+    }
+
+
+def _tf_matmul_ns(m: int, k: int, n: int, target_s: float, rounds: int) -> List[float]:
+    """ns per eager tf.matmul (float32, Eigen) of [m, k] x [k, n], median of calls per round."""
+    import numpy as np
+
+    from tf_nmt.compat import tf
+
+    rng = np.random.default_rng(0)
+    a = tf.constant(rng.standard_normal((m, k)).astype(np.float32))
+    b = tf.constant(rng.standard_normal((k, n)).astype(np.float32))
+
+    def measure(reps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            y = tf.linalg.matmul(a, b)
+        y.numpy()
+        return (time.perf_counter() - t0) * 1e9 / reps
+
+    reps = _calibrate(measure, target_s, 4)
+    return [measure(reps) for _ in range(rounds)]
+
+
+def bench_matmuls(rounds: int, tokens: int, target_s: float, with_tf: bool = True) -> List[Dict[str, Any]]:
+    """GFLOP/s-equivalent of the four kernels (one thread) on the models' matmul shapes."""
+    from tf_nmt.ops import lowprec
+
+    out = []
+    for name, k, n in SHAPES:
+        m = tokens
+        flops = 2.0 * m * k * n
+        reps = {meth: _calibrate(lambda r, meth=meth: lowprec.bench_matmul(meth, m, k, n, r), target_s, 1)
+                for meth in METHODS}
+        ns: Dict[str, List[float]] = {meth: [] for meth in METHODS}
+        for r in range(rounds):
+            for meth in _rotated(r):
+                ns[meth].append(lowprec.bench_matmul(meth, m, k, n, reps[meth]))
+        row: Dict[str, Any] = {
+            "shape": name, "m": m, "k": k, "n": n, "flops": flops, "reps": reps, "ns": ns,
+            "gflops_median": {meth: flops / statistics.median(ns[meth]) for meth in METHODS},
+            "speedup_vs_fp32_median": {
+                meth: statistics.median(ns["fp32"][r] / ns[meth][r] for r in range(rounds))
+                for meth in METHODS},
+        }
+        if with_tf:
+            tf_ns = _tf_matmul_ns(m, k, n, target_s, rounds)
+            row["tf_matmul_fp32_ns"] = tf_ns
+            row["gflops_median"]["tf_matmul_fp32"] = flops / statistics.median(tf_ns)
+        out.append(row)
+    return out
+
+
+def format_tables(result: Dict[str, Any]) -> str:
+    dots = result["dot"]["summary"]
+    lines = [f"128-element dot product, ns (median over {result['rounds']} alternating rounds, "
+             f"{result['cpu']}, 1 thread)",
+             f"{'method':<26}{'ours':>8}{'p25-p75':>16}{'x fp32':>8}{'thesis':>9}{'x fp32':>8}"]
+    for m in METHODS:
+        s = dots[m]
+        lines.append(f"{LABELS[m]:<26}{s['median']:>8.2f}{s['p25']:>8.2f}-{s['p75']:<7.2f}"
+                     f"{s['speedup_vs_fp32_median']:>8.2f}{THESIS_NS[m]:>9.2f}"
+                     f"{THESIS_NS['fp32'] / THESIS_NS[m]:>8.2f}")
+    if result.get("dot_scalar"):
+        lines.append("scalar fallback, ns: " + ", ".join(
+            f"{m} {result['dot_scalar'][m]:.1f}" for m in METHODS))
+    if result.get("matmul"):
+        lines.append("")
+        lines.append(f"GFLOP/s-equivalent, [{result['tokens']} x K] x [K x N], 1 thread (median)")
+        head = f"{'shape':<40}{'K':>6}{'N':>6}" + "".join(f"{m:>9}" for m in METHODS)
+        has_tf = "tf_matmul_fp32" in result["matmul"][0]["gflops_median"]
+        lines.append(head + (f"{'tf fp32':>9}" if has_tf else ""))
+        for row in result["matmul"]:
+            g = row["gflops_median"]
+            line = f"{row['shape']:<40}{row['k']:>6}{row['n']:>6}" + "".join(f"{g[m]:>9.1f}" for m in METHODS)
+            lines.append(line + (f"{g['tf_matmul_fp32']:>9.1f}" if has_tf else ""))
+    lines.append(f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
+    return "\n".join(lines)
+
+
+def _write_json(path: Path, payload: Dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def run(rounds: int, matmul_rounds: int, tokens: int, pairs: int, target_s: float,
+        with_tf: bool = True, scalar: bool = True) -> Dict[str, Any]:
+    """All measurements as one JSON-ready dict."""
+    from tf_nmt.compat import tf
+    from tf_nmt.ops import lowprec
+
+    try:  # one thread for tf.matmul, like the C++ loops (only possible before TF starts its pools)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        pass
+    load_before = [round(v, 2) for v in os.getloadavg()]
+    started = time.time()
+    result: Dict[str, Any] = {
+        "what": "Table 7.5 equivalent: log-space dot products vs int8 and fp32 (C++ timing loops)",
+        "cpu": _cpu_model(), "cores": os.cpu_count(), "simd": lowprec.simd_available(),
+        "forced_scalar_env": os.environ.get(lowprec.FORCE_SCALAR_ENV, ""),
+        "rounds": rounds, "matmul_rounds": matmul_rounds, "tokens": tokens,
+        "target_seconds_per_measurement": target_s, "loadavg_before": load_before,
+        "thesis": {"cpu": THESIS_CPU, "ns_per_dot": THESIS_NS},
+        "lut8_table": list(lowprec.LUT8_TABLE),
+    }
+    result["dot"] = bench_dots(rounds, pairs, target_s)
+    if scalar:
+        result["dot_scalar"] = {
+            m: statistics.median(lowprec.bench_dot(m, pairs, max(1, result["dot"]["reps"][m] // 50), "scalar")
+                                 for _ in range(3)) for m in METHODS}
+    if matmul_rounds > 0:
+        result["matmul"] = bench_matmuls(matmul_rounds, tokens, target_s, with_tf)
+    result["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+    result["seconds"] = round(time.time() - started, 1)
+    result["complete"] = True
+    return result
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=21, help="alternating rounds for the dot products")
+    p.add_argument("--matmul-rounds", type=int, default=5, help="rounds per matmul shape (0: skip)")
+    p.add_argument("--tokens", type=int, default=64, help="rows M of the activation matrix")
+    p.add_argument("--pairs", type=int, default=16, help="independent dot products per pass")
+    p.add_argument("--seconds", type=float, default=0.05, help="target time of one measurement")
+    p.add_argument("--no-tf", action="store_true", help="skip the tf.matmul reference column")
+    p.add_argument("--quick", action="store_true", help="tiny run to check the pipeline")
+    p.add_argument("--out", type=Path, default=Path("results/lowprec_kernels.json"))
+    args = p.parse_args(list(argv) if argv is not None else None)
+    if args.quick:
+        args.rounds, args.matmul_rounds, args.seconds = 3, 1, 0.002
+    result = run(args.rounds, args.matmul_rounds, args.tokens, args.pairs, args.seconds,
+                 with_tf=not args.no_tf, scalar=True)
+    print(format_tables(result))
+    _write_json(args.out, result)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
