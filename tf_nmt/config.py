@@ -14,8 +14,11 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
+from tf_nmt.errors import UserError
+from tf_nmt.utils.io import write_text_atomic
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """An invalid configuration: unknown key, wrong type or bad value."""
 
 
@@ -125,9 +128,8 @@ class Config:
         return dataclasses.asdict(self)
 
     def save(self, path: Path) -> None:
-        from tf_nmt.data.tokenizer import write_bytes_atomic
-
-        write_bytes_atomic(Path(path), yaml.safe_dump(self.to_dict(), sort_keys=False).encode())
+        """Write the resolved config as YAML, atomically."""
+        write_text_atomic(Path(path), yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 _SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}

@@ -11,6 +11,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from tf_nmt.config import load_config, preset
+from tf_nmt.data.corpus import prepare_corpus
+from tf_nmt.data.vocabulary import ensure_vocab
+from tf_nmt.evaluation.evaluate import evaluate_run
+from tf_nmt.export.saved_model import directory_bytes, export_saved_model
+from tf_nmt.training.run import load_trained_model
+from tf_nmt.training.trainer import train
+from tf_nmt.utils.io import write_json_atomic
+
 SERVE_CHECK = """
 import json, sys
 import tensorflow as tf
@@ -41,13 +50,6 @@ def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 45.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None) -> Dict[str, Any]:
-    from tf_nmt.config import load_config, preset
-    from tf_nmt.data.corpus import prepare_corpus
-    from tf_nmt.data.vocabulary import ensure_vocab
-    from tf_nmt.evaluation.evaluate import evaluate_run
-    from tf_nmt.export.saved_model import directory_bytes, export_saved_model
-    from tf_nmt.training.trainer import load_trained_model, train, write_json_atomic
-
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
     cfg = load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",

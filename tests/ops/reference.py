@@ -121,3 +121,24 @@ def fit_scale(kind: str, x: np.ndarray, bits: int, mode: str = "optimised", iter
             break
         scale = nxt
     return float(scale)
+
+
+def lr_schedule_value(name: str, step: int, **params: float) -> float:
+    """Plain-Python value of learning-rate schedule ``name`` at the 0-based ``step``."""
+    s = max(step + 1.0, 1.0)
+    peak = params["peak_lr"]
+    if name == "warmup_inverse_sqrt":
+        w = params["warmup_steps"]
+        return peak * min(s / w, math.sqrt(w / s))
+    if name == "inverse_sqrt":
+        w = params["warmup_steps"]
+        return peak * math.sqrt(w / max(s, w))
+    if name == "linear_warmup":
+        return peak * min(1.0, s / params["warmup_steps"])
+    if name == "step_decay":
+        start, every = params["decay_start"], params["decay_every"]
+        n = 1 + math.floor((s - start) / every) if s > start else 0
+        return peak * params.get("decay_factor", 0.5) ** n
+    if name == "constant":
+        return peak
+    raise ValueError(f"unknown schedule {name!r}")

@@ -9,7 +9,8 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt import cli
 from tf_nmt.quantization.packed_file import read_packed
-from tf_nmt.training.trainer import load_trained_model, train
+from tf_nmt.training.run import load_trained_model
+from tf_nmt.training.trainer import train
 
 QUANT = ["train.quantize_bits=4", "train.steps_per_cycle=10"]
 

@@ -11,9 +11,9 @@ from tf_nmt.config import load_config
 from tf_nmt.data.tokenizer import train_sentencepiece
 from tf_nmt.models import build_model
 from tf_nmt.training.checkpoints import make_manager
-from tf_nmt.training.run_dir import RunDir
+from tf_nmt.training.run import RunDir
 from tf_nmt.training.transfer import (SPECIAL_IDS, TransferError, embedding_row_map,
-                                      initialize_from_parent, resolve_parent, schedule_name,
+                                      initialize_from_parent, resolve_parent,
                                       transfer_weights, vocab_variables)
 
 TINY = {"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32, "dropout": 0.0}
@@ -153,14 +153,6 @@ def test_parent_resolved_from_run_dir_or_prefix_and_kind_checked(vocabs, tmp_pat
         initialize_from_parent(gnmt, child_proto, "gnmt", lstm, prefix, "token-match")
 
 
-def test_schedule_without_warmup():
-    assert schedule_name("warmup_inverse_sqrt", "runs/p", init_warmup=False) == "inverse_sqrt"
-    assert schedule_name("linear_warmup", "runs/p", init_warmup=False) == "constant"
-    assert schedule_name("warmup_inverse_sqrt", "runs/p", init_warmup=True) == "warmup_inverse_sqrt"
-    assert schedule_name("warmup_inverse_sqrt", "", init_warmup=False) == "warmup_inverse_sqrt"
-    assert schedule_name("step_decay", "runs/p", init_warmup=False) == "step_decay"
-
-
 def _first_step(output):
     """loss and lr of the first progress line (``step 1/N | loss X | lr Y | ...``)."""
     line = next(line for line in output.splitlines() if line.lstrip().startswith("step"))
@@ -180,7 +172,7 @@ def _child_data_dir(root):
 @pytest.mark.slow
 def test_cli_trains_a_child_from_a_parent_end_to_end(tmp_path, capsys):
     from tf_nmt.cli import main
-    from tf_nmt.training.trainer import load_trained_model
+    from tf_nmt.training.run import load_trained_model
 
     common = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "model.num_heads=2",
               "--set", "model.ff_dim=64", "--set", "model.dropout=0.0", "--set", "data.batch_tokens=256",

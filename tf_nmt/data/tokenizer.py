@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, List, Sequence, Union
 
 import tensorflow_text as tf_text
 
 from tf_nmt.compat import tf
+from tf_nmt.utils.io import write_bytes_atomic
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -103,16 +103,3 @@ class SubwordTokenizer(tf.Module):
         dense = tf.ragged.constant([list(x) for x in ids], dtype=tf.int32).to_tensor()
         return [s.decode("utf-8") for s in self.detokenize(dense).numpy()]
 
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

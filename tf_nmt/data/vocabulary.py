@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, List, Tuple
 
-from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece, write_bytes_atomic
+from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
+from tf_nmt.utils.io import write_bytes_atomic
 
 SPLITS = ("train", "dev", "test")
 

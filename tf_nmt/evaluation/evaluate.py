@@ -5,11 +5,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
-from tf_nmt.data.tokenizer import write_bytes_atomic
 from tf_nmt.data.vocabulary import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-from tf_nmt.training.trainer import load_trained_model
+from tf_nmt.training.run import load_trained_model
+from tf_nmt.utils.io import write_bytes_atomic
 
 
 def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] = None,

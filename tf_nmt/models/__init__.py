@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from tf_nmt.compat import keras
+from tf_nmt.config import ConfigError
 from tf_nmt.models.gnmt import GNMT, GNMT_DEFAULTS
 from tf_nmt.models.transformer import TRANSFORMER_DEFAULTS, Transformer
 
@@ -12,15 +13,27 @@ MODEL_DEFAULTS: Dict[str, Dict[str, Any]] = {"transformer": dict(TRANSFORMER_DEF
                                              "gnmt": dict(GNMT_DEFAULTS)}
 
 
-def build_model(kind: str, vocab_size: int, **hparams: Any) -> keras.Model:
-    """A new model of ``kind`` ("transformer" or "gnmt"); unset hparams take ``MODEL_DEFAULTS``."""
+def check_model_config(kind: str, hparams: Dict[str, Any]) -> None:
+    """ConfigError for an unknown model kind or hyper-parameter name (cheap: builds nothing)."""
     if kind not in MODEL_CLASSES:
-        raise ValueError(f"unknown model kind {kind!r}; valid kinds: {sorted(MODEL_CLASSES)}")
-    defaults = MODEL_DEFAULTS[kind]
-    unknown = sorted(set(hparams) - set(defaults))
+        raise ConfigError(f"model.kind: unknown model kind {kind!r}; valid kinds: {sorted(MODEL_CLASSES)}")
+    unknown = sorted(set(hparams) - set(MODEL_DEFAULTS[kind]))
     if unknown:
-        raise ValueError(f"unknown {kind} hyper-parameter(s) {unknown}; valid ones: {sorted(defaults)}")
-    return MODEL_CLASSES[kind](vocab_size, **{**defaults, **hparams})
+        raise ConfigError(f"unknown {kind} hyper-parameter(s) {unknown}; "
+                          f"valid ones: {sorted(MODEL_DEFAULTS[kind])}")
 
 
-__all__ = ["build_model", "MODEL_DEFAULTS", "MODEL_CLASSES", "Transformer", "GNMT"]
+def build_model(kind: str, vocab_size: int, **hparams: Any) -> keras.Model:
+    """A new model of ``kind`` ("transformer" or "gnmt"); unset hparams take ``MODEL_DEFAULTS``.
+
+    Raises ConfigError for an unknown kind or hyper-parameter, or a value the model rejects.
+    """
+    check_model_config(kind, hparams)
+    defaults = MODEL_DEFAULTS[kind]
+    try:
+        return MODEL_CLASSES[kind](vocab_size, **{**defaults, **hparams})
+    except ValueError as err:  # the layers' own checks of hyper-parameter values
+        raise ConfigError(f"model ({kind}): {err}") from err
+
+
+__all__ = ["build_model", "check_model_config", "MODEL_DEFAULTS", "MODEL_CLASSES", "Transformer", "GNMT"]

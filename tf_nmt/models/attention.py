@@ -5,7 +5,7 @@ one code path serves padding and causal masks.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 
@@ -29,14 +29,25 @@ def causal_bias(length: tf.Tensor) -> tf.Tensor:
 
 
 class MultiHeadAttention(keras.layers.Layer):
-    """Self- (fused q/k/v projection) or cross-attention (q from the decoder, k/v from memory)."""
+    """Self- (fused q/k/v projection) or cross-attention (q from the decoder, k/v from memory).
+
+    Args:
+        d_model: model width (divisible by ``num_heads``).
+        num_heads: number of heads.
+        dropout: dropout on the attention weights.
+        self_attention: fused q/k/v projection (True) or separate q and k/v (cross-attention).
+
+    Example:
+        >>> mha = MultiHeadAttention(256, 4)
+        >>> y, (k, v) = mha.self_attend(x, padding_bias(mask))
+    """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0,
                  self_attention: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.d_model, self.num_heads = d_model, num_heads
+        self.d_model, self.num_heads, self.rate = d_model, num_heads, float(dropout)
         self.depth = d_model // num_heads
         self.self_attention = self_attention
         if self_attention:
@@ -89,3 +100,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def call(self, x: tf.Tensor, bias: Optional[tf.Tensor] = None, training=None) -> tf.Tensor:
         return self.self_attend(x, bias, training)[0]
+
+    def build(self, input_shape) -> None:
+        """Marks the layer built: its projections build on first use (``self_attend`` etc.)."""
+        super().build(input_shape)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {**super().get_config(), "d_model": self.d_model, "num_heads": self.num_heads,
+                "dropout": self.rate, "self_attention": self.self_attention}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Dict
 
 import numpy as np
 
@@ -36,6 +37,11 @@ class SharedEmbedding(keras.layers.Layer):
         self.bias = (self.add_weight("output_bias", [self.vocab_size], initializer="zeros")
                      if self.output_bias else None)
         super().build(input_shape)
+
+    def get_config(self) -> Dict[str, Any]:
+        return {**super().get_config(), "vocab_size": self.vocab_size, "dim": self.dim,
+                "scale": self.scale is not None, "output_bias": self.output_bias,
+                "tie_output": self.tie_output}
 
     def call(self, ids: tf.Tensor) -> tf.Tensor:
         x = tf.gather(self.embeddings, ids)

@@ -5,6 +5,8 @@ does not redo it; ``call`` takes queries [B,T,q] and returns contexts [B,T,memor
 """
 from __future__ import annotations
 
+from typing import Any, Dict
+
 from tf_nmt.compat import keras, tf
 
 NEG_INF = -1e9
@@ -16,7 +18,11 @@ class LuongAttention(keras.layers.Layer):
 
     def __init__(self, units: int, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.units = int(units)
         self.key_proj = keras.layers.Dense(units, use_bias=False, name="key")
+
+    def get_config(self) -> Dict[str, Any]:
+        return {**super().get_config(), "units": self.units}
 
     def keys(self, memory: tf.Tensor) -> tf.Tensor:
         return self.key_proj(memory)
@@ -35,7 +41,6 @@ class BahdanauAttention(LuongAttention):
     def __init__(self, units: int, **kwargs) -> None:
         super().__init__(units, **kwargs)
         self.query_proj = keras.layers.Dense(units, name="query")
-        self.units = units
 
     def build(self, input_shape=None) -> None:
         self.v = self.add_weight("v", [self.units],

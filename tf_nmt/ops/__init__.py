@@ -13,11 +13,11 @@ from tf_nmt.ops.grad_drop import (  # noqa: E402
 from tf_nmt.ops.log_quant import (  # noqa: E402
     FIXED, LOG, Quantizer, log_decode, log_encode, log_fit_scale, log_quantize,
     log_quantize_dequantize, pack_nibbles, unpack_nibbles)
-from tf_nmt.ops.lr_schedule import OpSchedule, build_op_schedule  # noqa: E402
+from tf_nmt.ops.lr_schedule import nmt_learning_rate  # noqa: E402
 
 __all__ = [
     "load_ops", "ops_available", "densify", "grad_drop", "grad_drop_global", "grad_drop_one_bit",
     "num_columns", "one_bit_quantize", "FIXED", "LOG", "Quantizer", "log_decode", "log_encode",
     "log_fit_scale", "log_quantize", "log_quantize_dequantize", "pack_nibbles", "unpack_nibbles",
-    "OpSchedule", "build_op_schedule",
+    "nmt_learning_rate",
 ]

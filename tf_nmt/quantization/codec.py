@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_nmt.compat import tf
+from tf_nmt.config import ConfigError
 
 KINDS = ("log", "fixed")
 _TINY = float(np.finfo(np.float32).tiny)
@@ -17,7 +18,7 @@ _TINY = float(np.finfo(np.float32).tiny)
 
 def check_kind(kind: str) -> str:
     if kind not in KINDS:
-        raise ValueError(f"quantiser kind must be one of {KINDS}, got {kind!r}")
+        raise ConfigError(f"quantiser kind must be one of {KINDS}, got {kind!r}")
     return kind
 
 

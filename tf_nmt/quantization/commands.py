@@ -8,7 +8,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
+from tf_nmt.errors import UsageError
+from tf_nmt.export.saved_model import directory_bytes, export_saved_model
+from tf_nmt.quantization.packed_file import read_packed, write_packed
 from tf_nmt.quantization.policy import QuantPolicy
+from tf_nmt.quantization.quantize import format_report
+from tf_nmt.quantization.runs import model_from_packed, quantize_run
+from tf_nmt.quantization.saved_model import export_packed_saved_model, variables_bytes
+from tf_nmt.utils.io import write_json_atomic
 
 
 def policy_from_args(args: argparse.Namespace) -> QuantPolicy:
@@ -18,11 +25,6 @@ def policy_from_args(args: argparse.Namespace) -> QuantPolicy:
 
 def run_quantize(args: argparse.Namespace) -> Dict[str, Any]:
     """Quantise a run's checkpoint, print the size table, write the packed file (+ JSON report)."""
-    from tf_nmt.quantization.packed_file import write_packed
-    from tf_nmt.quantization.quantize import format_report
-    from tf_nmt.quantization.runs import quantize_run
-    from tf_nmt.training.trainer import write_json_atomic
-
     output = Path(args.output)
     if output.exists() and not args.overwrite:  # fail before the (slow) quantisation
         raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
@@ -41,9 +43,6 @@ def run_quantize(args: argparse.Namespace) -> Dict[str, Any]:
 def export_sizes(model, tokenizer, export_dir: Path, beam_size: int, length_penalty: float) -> Dict[str, Any]:
     """Sizes of the packed export against a float32 export of the same (dequantised) model,
     written to a temporary directory and removed again."""
-    from tf_nmt.export.saved_model import directory_bytes, export_saved_model
-    from tf_nmt.quantization.saved_model import variables_bytes
-
     tmp = Path(tempfile.mkdtemp(prefix=".fp32-export.", dir=Path(export_dir).parent))
     try:
         export_saved_model(model, tokenizer, tmp / "fp32", beam_size, length_penalty)
@@ -60,16 +59,12 @@ def export_sizes(model, tokenizer, export_dir: Path, beam_size: int, length_pena
 
 def run_quantized_export(args: argparse.Namespace) -> Dict[str, Any]:
     """Export a packed file (``--quantized``) or a run quantised on the fly (``--bits``)."""
-    from tf_nmt.quantization.packed_file import read_packed
-    from tf_nmt.quantization.runs import model_from_packed, quantize_run
-    from tf_nmt.quantization.saved_model import export_packed_saved_model
-
     if args.quantized:
         packed = read_packed(Path(args.quantized))
     elif args.run_dir:
         packed, _ = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint)
     else:
-        raise ValueError("export needs --run-dir (with --bits) or --quantized PACKED_FILE")
+        raise UsageError("export needs --run-dir (with --bits) or --quantized PACKED_FILE")
     model, tokenizer, cfg = model_from_packed(packed)
     beam = args.beam_size or cfg.decode.beam_size
     path = export_packed_saved_model(model, tokenizer, packed, Path(args.export_dir), beam,

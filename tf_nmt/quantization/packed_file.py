@@ -28,6 +28,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from tf_nmt.errors import UserError
+
 from tf_nmt.quantization.packing import pack_codes, packed_size, unpack_codes
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import TensorEntry
@@ -38,7 +40,7 @@ _LEN = struct.Struct("<Q")
 _MAX_HEADER = 64 << 20
 
 
-class PackedFileError(ValueError):
+class PackedFileError(UserError, ValueError):
     """A packed model file that is truncated, corrupted, of another format, or for another model."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Dict
 
+from tf_nmt.config import ConfigError
 from tf_nmt.quantization.codec import check_kind
 
 SCALE_MODES = ("unscaled", "max", "optimised")
@@ -24,10 +25,10 @@ class QuantPolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.bits, int) or not 1 <= self.bits <= 8:
-            raise ValueError(f"bits must be an integer in 1..8, got {self.bits!r}")
+            raise ConfigError(f"quantisation bits must be an integer in 1..8, got {self.bits!r}")
         check_kind(self.kind)
         if self.scale not in SCALE_MODES:
-            raise ValueError(f"scale must be one of {SCALE_MODES}, got {self.scale!r}")
+            raise ConfigError(f"quantisation scale must be one of {SCALE_MODES}, got {self.scale!r}")
 
     def quantizes(self, shape) -> bool:
         """True for a tensor of this shape under this policy."""

@@ -15,49 +15,36 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.config import Config
+from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.vocabulary import ensure_vocab, load_split
-from tf_nmt.models import build_model
+from tf_nmt.distributed.async_sgd import train_async
+from tf_nmt.distributed.ps_cluster import LocalPSCluster
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
+from tf_nmt.training import schedules
 from tf_nmt.training.checkpoints import make_manager
-from tf_nmt.training.run_dir import RunDir, RunDirError
-from tf_nmt.training.schedules import build_schedule
+from tf_nmt.training.run import RunDir, RunDirError, build_initialised_model, run_meta
+from tf_nmt.utils.io import write_json_atomic
 
 
 def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchronous: bool = False,
                     refresh_every: int = 0, log: Callable[[str], None] = print) -> Dict[str, Any]:
     """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each); returns the report."""
-    from tf_nmt.distributed.async_sgd import train_async
-    from tf_nmt.distributed.ps_cluster import LocalPSCluster
-    from tf_nmt.training.trainer import run_meta, write_json_atomic
-
     run = RunDir(Path(run_dir))
     if run.meta_path.exists() or run.has_checkpoint():
         raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")
     if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
     t = cfg.train
-    if t.optimizer != "adam" or t.clip_norm or t.backward_passes_per_step != 1 or t.mixed_precision:
-        raise ValueError("train-async trains with Adam (train.beta_1/beta_2/epsilon), in float32, "
-                         "without clipping or local accumulation: unset train.optimizer, "
-                         "train.clip_norm, train.backward_passes_per_step, train.mixed_precision")
+    check_async_config(t)
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
     corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
-    warmup = t.warmup_steps
-    params: Dict[str, Any] = {"peak_lr": t.peak_lr}
-    if t.schedule in ("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup"):
-        params["warmup_steps"] = warmup
-    elif t.schedule == "step_decay":
-        params.update(decay_start=t.decay_start, decay_every=t.decay_every, decay_factor=t.decay_factor)
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing)
 
     def build():
-        model = build_model(cfg.model.kind, tokenizer.vocab_size, **cfg.model.hparams)
-        model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
-        return model
+        return build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams)
 
     def loss_fn(model, batch):
         inputs, labels = batch
@@ -70,7 +57,9 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
                             repeat=True, seed=None)
 
     def optimizer():
-        schedule = build_schedule(t.schedule, **params)
+        # Each server update applies one push (or K summed pushes) of one worker's batch, so the
+        # synchronous worker-scaling rule does not apply: the schedule is the one-process one.
+        schedule = schedules.from_config(t, world_size=1)
         return keras.optimizers.Adam(schedule, beta_1=t.beta_1, beta_2=t.beta_2, epsilon=t.epsilon)
 
     pushes = t.train_steps * k
@@ -98,6 +87,25 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     log(f"{report['updates']} updates from {report['pushes']} pushes in {report['seconds']:.1f} s; "
         f"staleness mean {report['mean']:.2f}, max {report['max']}; final loss {report['final_loss']:.4f}")
     return report
+
+
+def check_async_config(t: TrainConfig) -> None:
+    """Refuse every train.* setting that async training would otherwise silently ignore."""
+    defaults = TrainConfig()
+    unsupported = {
+        "optimizer": "it trains with Adam (train.beta_1/beta_2/epsilon)",
+        "clip_norm": "it does not clip gradients",
+        "backward_passes_per_step": "it does not accumulate locally",
+        "mixed_precision": "it trains in float32",
+        "comm": "gradients go to the parameter server, not through Horovod",
+        "quantize_bits": "it does not re-train under quantisation",
+        "init_from": "it starts from a fresh initialisation",
+        "schedule_implementation": "the schedule runs on the parameter server in Python",
+    }
+    for key, why in unsupported.items():
+        if getattr(t, key) != getattr(defaults, key):
+            raise ConfigError(f"train.{key}={getattr(t, key)!r} is not supported by train-async "
+                              f"({why}); leave it at its default {getattr(defaults, key)!r}")
 
 
 class _SizedCorpus:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.errors import UserError
 
 
-class DivergenceError(RuntimeError):
+class DivergenceError(UserError, RuntimeError):
     """Training produced a NaN/Inf loss or the loss exploded; the run stopped."""
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tf_nmt.compat import keras
-from tf_nmt.config import TrainConfig
+from tf_nmt.config import ConfigError, TrainConfig
 
 
 def build_optimizer(cfg: TrainConfig, learning_rate) -> keras.optimizers.Optimizer:
@@ -13,4 +13,4 @@ def build_optimizer(cfg: TrainConfig, learning_rate) -> keras.optimizers.Optimiz
                                             epsilon=cfg.epsilon, **kwargs)
     if cfg.optimizer == "sgd":
         return keras.optimizers.legacy.SGD(learning_rate, **kwargs)
-    raise ValueError(f"unknown optimizer {cfg.optimizer!r}; use 'adam' or 'sgd'")
+    raise ConfigError(f"train.optimizer: unknown optimizer {cfg.optimizer!r}; use 'adam' or 'sgd'")

@@ -1,4 +1,10 @@
-"""Learning-rate schedules, and the one place where a schedule is chosen (:func:`build_schedule`).
+"""Learning-rate schedules, and the one place where a run's schedule is decided.
+
+:func:`from_config` is what every trainer calls: it applies the worker-scaling rule
+(:func:`worker_scaled`), drops the warm-up of a transfer-learning child when asked
+(``train.init_warmup=false``), picks the implementation (``train.schedule_implementation``:
+``python`` or the C++ ``op``) from the registry :data:`SCHEDULES`, and passes each schedule the
+parameters its constructor names, taken from the config.
 
 Formulas (``s = max(step, 1)``, ``step`` counted from 0 as Keras optimizers do, so s = step + 1):
 
@@ -12,14 +18,23 @@ Formulas (``s = max(step, 1)``, ``step`` counted from 0 as Keras optimizers do, 
 * ``constant``: ``peak_lr``.
 
 ``implementation="op"`` selects the C++ kernel version (``tf_nmt.ops.lr_schedule``) of the
-schedules it implements; both must agree to float tolerance (tests check this).
+schedules it implements; both agree to float tolerance (tests check this).
+
+Worker scaling (Goyal et al., 2017): with ``N`` workers each step averages gradients over an
+``N`` times larger batch, so ``peak_lr`` is multiplied by ``N`` and the warm-up, counted in
+optimizer steps that now see ``N`` times more data, becomes ``max(1, ceil(warmup_steps / N))``.
+``train.scale_lr_with_workers=false`` turns the rule off.
 """
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Any, Callable, Dict
+from typing import Any, Dict, Mapping, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.config import ConfigError, TrainConfig
+from tf_nmt.ops.loader import load_ops
+from tf_nmt.ops.lr_schedule import nmt_learning_rate
 
 
 def _position(step: tf.Tensor) -> tf.Tensor:
@@ -103,48 +118,119 @@ class Constant(_Schedule):
         return tf.fill([], tf.constant(self.peak_lr, tf.float32)) + 0.0 * tf.cast(step, tf.float32)
 
 
-PYTHON_SCHEDULES: Dict[str, Callable[..., keras.optimizers.schedules.LearningRateSchedule]] = {
-    "warmup_inverse_sqrt": WarmupInverseSqrt,
-    "inverse_sqrt": InverseSqrt,
-    "linear_warmup": LinearWarmup,
-    "step_decay": StepDecay,
-    "constant": Constant,
+class _OpSchedule(_WarmupSchedule):
+    """A warm-up schedule evaluated by the fused C++ ``NmtLearningRate`` op (host memory)."""
+
+    op_name = ""
+
+    def __init__(self, peak_lr: float, warmup_steps: int) -> None:
+        super().__init__(peak_lr, warmup_steps)
+        load_ops()  # fail here, with the build hint, if the library is missing
+
+    def __call__(self, step):
+        return nmt_learning_rate(step, self.op_name, self.peak_lr, self.warmup_steps)
+
+
+class OpWarmupInverseSqrt(_OpSchedule):
+    """:class:`WarmupInverseSqrt` computed by the C++ op."""
+
+    op_name = "warmup_inverse_sqrt"
+
+
+class OpInverseSqrt(_OpSchedule):
+    """:class:`InverseSqrt` computed by the C++ op."""
+
+    op_name = "inverse_sqrt"
+
+
+class OpLinearWarmup(_OpSchedule):
+    """:class:`LinearWarmup` computed by the C++ op."""
+
+    op_name = "linear_warmup"
+
+
+ScheduleClass = type
+# implementation -> schedule name -> class. The constructor's parameter names say which config
+# values a schedule takes (see from_config).
+SCHEDULES: Dict[str, Dict[str, ScheduleClass]] = {
+    "python": {"warmup_inverse_sqrt": WarmupInverseSqrt, "inverse_sqrt": InverseSqrt,
+               "linear_warmup": LinearWarmup, "step_decay": StepDecay, "constant": Constant},
+    "op": {"warmup_inverse_sqrt": OpWarmupInverseSqrt, "inverse_sqrt": OpInverseSqrt,
+           "linear_warmup": OpLinearWarmup},
 }
+# What a schedule becomes when its warm-up is dropped: the same curve without the linear ramp.
+WITHOUT_WARMUP = {"warmup_inverse_sqrt": "inverse_sqrt", "linear_warmup": "constant"}
 
 
-def reference_value(name: str, step: int, **params: float) -> float:
-    """Plain-Python value of schedule ``name`` at 0-based ``step`` (the formula, for tests)."""
-    s = max(step + 1.0, 1.0)
-    peak = params["peak_lr"]
-    if name == "warmup_inverse_sqrt":
-        w = params["warmup_steps"]
-        return peak * min(s / w, math.sqrt(w / s))
-    if name == "inverse_sqrt":
-        w = params["warmup_steps"]
-        return peak * math.sqrt(w / max(s, w))
-    if name == "linear_warmup":
-        return peak * min(1.0, s / params["warmup_steps"])
-    if name == "step_decay":
-        start, every = params["decay_start"], params["decay_every"]
-        n = 1 + math.floor((s - start) / every) if s > start else 0
-        return peak * params.get("decay_factor", 0.5) ** n
-    if name == "constant":
-        return peak
-    raise ValueError(f"unknown schedule {name!r}")
+def schedule_class(name: str, implementation: str = "python") -> ScheduleClass:
+    """The registered class of schedule ``name`` (ValueError for unknown names/implementations)."""
+    if implementation not in SCHEDULES:
+        raise ValueError(f"unknown schedule implementation {implementation!r}; "
+                         f"use one of {sorted(SCHEDULES)}")
+    registry = SCHEDULES[implementation]
+    if name not in registry:
+        known = sorted(SCHEDULES["python"])
+        if implementation != "python" and name in SCHEDULES["python"]:
+            raise ValueError(f"schedule {name!r} has no {implementation!r} implementation; "
+                             f"choose from {sorted(registry)} or implementation 'python'")
+        raise ValueError(f"unknown schedule {name!r}; choose from {known}")
+    return registry[name]
 
 
-def build_schedule(name: str, implementation: str = "python", **params: float):
-    """Return the Keras LearningRateSchedule ``name`` built from ``params``.
+def build_schedule(name: str, implementation: str = "python",
+                   **params: float) -> keras.optimizers.schedules.LearningRateSchedule:
+    """Schedule ``name`` built from explicit ``params`` (for callers without a config)."""
+    return schedule_class(name, implementation)(**params)
 
-    ``implementation`` is ``"python"`` (TF ops composed in Python) or ``"op"`` (the fused C++
-    kernel from ``tf_nmt.ops``; needs the compiled custom-op library).
+
+def scale_lr(base_lr: float, size: int) -> float:
+    """The linear scaling rule: ``base_lr * size``."""
+    if size < 1:
+        raise ValueError(f"world size must be >= 1, got {size}")
+    return float(base_lr) * size
+
+
+def scale_warmup(warmup_steps: int, size: int) -> int:
+    """The warm-up in steps of a ``size`` times larger batch: ``max(1, ceil(warmup / size))``."""
+    if size < 1:
+        raise ValueError(f"world size must be >= 1, got {size}")
+    return max(1, math.ceil(warmup_steps / size))
+
+
+def worker_scaled(t: TrainConfig, world_size: int) -> Tuple[float, int]:
+    """(peak LR, warm-up steps) a run of ``world_size`` workers uses under ``t``."""
+    if not t.scale_lr_with_workers:
+        return float(t.peak_lr), int(t.warmup_steps)
+    return scale_lr(t.peak_lr, world_size), scale_warmup(t.warmup_steps, world_size)
+
+
+def schedule_name(t: TrainConfig) -> str:
+    """``train.schedule``, or its warm-up-free form for a transfer child with ``init_warmup=false``."""
+    if t.init_from and not t.init_warmup:
+        return WITHOUT_WARMUP.get(t.schedule, t.schedule)
+    return t.schedule
+
+
+def schedule_params(t: TrainConfig, world_size: int) -> Dict[str, Any]:
+    """Every value a schedule constructor may name, from ``t`` after worker scaling."""
+    peak_lr, warmup = worker_scaled(t, world_size)
+    return {"peak_lr": peak_lr, "warmup_steps": warmup, "decay_start": t.decay_start,
+            "decay_every": t.decay_every, "decay_factor": t.decay_factor}
+
+
+def _takes(cls: ScheduleClass, values: Mapping[str, Any]) -> Dict[str, Any]:
+    names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    return {name: values[name] for name in names}
+
+
+def from_config(t: TrainConfig, world_size: int = 1) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The learning-rate schedule of a run with ``world_size`` workers configured by ``t``.
+
+    Raises ConfigError for an unknown schedule or implementation, or bad parameters.
     """
-    if implementation == "python":
-        if name not in PYTHON_SCHEDULES:
-            raise ValueError(f"unknown schedule {name!r}; choose from {sorted(PYTHON_SCHEDULES)}")
-        return PYTHON_SCHEDULES[name](**params)
-    if implementation == "op":
-        from tf_nmt.ops import lr_schedule  # imported lazily: needs the compiled library
-
-        return lr_schedule.build_op_schedule(name, **params)
-    raise ValueError(f"unknown schedule implementation {implementation!r}; use 'python' or 'op'")
+    try:
+        cls = schedule_class(schedule_name(t), t.schedule_implementation)
+        return cls(**_takes(cls, schedule_params(t, world_size)))
+    except ValueError as err:
+        raise ConfigError(f"train.schedule={t.schedule!r} "
+                          f"(implementation {t.schedule_implementation!r}): {err}") from err

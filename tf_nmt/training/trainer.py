@@ -15,11 +15,12 @@ from typing import Any, Callable, Dict, List
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
-from tf_nmt.config import Config
+from tf_nmt.config import Config, ConfigError
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
+from tf_nmt.models import check_model_config
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
 from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
@@ -56,10 +57,18 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     return model
 
 
+def validate_config(cfg: Config) -> None:
+    """Every ConfigError a run would hit, raised before any data, file or process is touched."""
+    check_model_config(cfg.model.kind, cfg.model.hparams)
+    if cfg.train.mixed_precision and cfg.model.kind != "transformer":
+        raise ConfigError("train.mixed_precision is supported for the transformer only")
+    schedules.from_config(cfg.train)
+    comm.resolve_comm(cfg.train)
+
+
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
     """The configured model with its variables created, under the configured dtype policy."""
-    if cfg.train.mixed_precision and cfg.model.kind != "transformer":
-        raise ValueError("train.mixed_precision is supported for the transformer only")
+    validate_config(cfg)
     policy = "mixed_bfloat16" if cfg.train.mixed_precision else "float32"
     return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy)
 
@@ -78,6 +87,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
           log: Callable[[str], None] = print) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps."""
     start = time.perf_counter()
+    validate_config(cfg)
     # Gradient accumulation is implemented by Horovod's optimizer, so it needs Horovod even
     # for one process (launch with horovodrun -np 1, or it is initialised here).
     ctx = distributed.init(enabled=True if cfg.train.backward_passes_per_step > 1 else None)

@@ -24,16 +24,21 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
+import sentencepiece as spm
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.config import Config, load_config
+from tf_nmt.errors import UserError
+from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
+from tf_nmt.models.embedding import SharedEmbedding
+from tf_nmt.training.run import RunDir, build_initialised_model
+from tf_nmt.utils.io import write_json_atomic
 
 STRATEGIES = ("token-match", "exclude", "random", "frequency")
-SPECIAL_IDS = (0, 1, 2, 3)  # pad, unk, bos, eos (tf_nmt.data.tokenizer)
-# What a schedule becomes when its warm-up is dropped: the same curve without the linear ramp.
-WITHOUT_WARMUP = {"warmup_inverse_sqrt": "inverse_sqrt", "linear_warmup": "constant"}
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 
 
-class TransferError(ValueError):
+class TransferError(UserError, ValueError):
     """The parent cannot initialise this child (missing, other kind, other variable shapes)."""
 
 
@@ -61,13 +66,6 @@ class TransferReport:
         return dict(self.__dict__)
 
 
-def schedule_name(name: str, init_from: str, init_warmup: bool) -> str:
-    """The schedule to build: ``name``, or its warm-up-free form when a parent run is the start."""
-    if init_from and not init_warmup:
-        return WITHOUT_WARMUP.get(name, name)
-    return name
-
-
 def check_strategy(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise TransferError(f"unknown embedding strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
@@ -76,14 +74,15 @@ def check_strategy(strategy: str) -> None:
 def resolve_parent(path: str) -> ParentRef:
     """Resolve a run directory (its latest checkpoint) or a checkpoint prefix inside a run dir."""
     p = Path(path)
-    if (p / "config.yaml").is_file():
-        prefix = tf.train.latest_checkpoint(str(p / "checkpoints"))
+    run = RunDir(p)
+    if run.config_path.is_file():
+        prefix = run.latest_checkpoint()
         if prefix is None:
-            raise TransferError(f"parent run {p} has no checkpoint in {p / 'checkpoints'}")
+            raise TransferError(f"parent run {p} has no checkpoint in {run.checkpoints}")
         return ParentRef(p, prefix)
     if Path(f"{path}.index").is_file():
         for candidate in p.parents:
-            if (candidate / "config.yaml").is_file() and (candidate / "vocab.model").is_file():
+            if RunDir(candidate).is_run():
                 return ParentRef(candidate, str(p))
         raise TransferError(f"checkpoint {path} is not inside a tf-nmt run directory "
                             "(no config.yaml and vocab.model above it)")
@@ -91,9 +90,7 @@ def resolve_parent(path: str) -> ParentRef:
                         "checkpoint prefix (with a .index file)")
 
 
-def _pieces(proto: bytes):
-    import sentencepiece as spm
-
+def _pieces(proto: bytes) -> spm.SentencePieceProcessor:
     return spm.SentencePieceProcessor(model_proto=proto)
 
 
@@ -133,8 +130,6 @@ def embedding_row_map(parent_proto: bytes, child_proto: bytes, strategy: str,
 
 def vocab_variables(model: keras.Model) -> List[tf.Variable]:
     """The model's vocabulary-indexed variables (shared embedding matrix and output bias)."""
-    from tf_nmt.models.embedding import SharedEmbedding
-
     found: List[tf.Variable] = []
     for layer in model.submodules:
         if isinstance(layer, SharedEmbedding):
@@ -201,32 +196,22 @@ def prepare_parent(ref: ParentRef, child_vocab_proto: bytes, model_kind: str,
                    model_hparams: Dict[str, object], strategy: str, seed: int = 0) -> PreparedParent:
     """Load the parent and check it fits the child (kind, every variable shape), before the child
     run writes anything. Builds a throwaway child-shaped model for the shape check."""
-    from tf_nmt.config import load_config
-
     check_strategy(strategy)
-    parent_cfg = load_config(ref.run_dir / "config.yaml")
+    parent_run = RunDir(ref.run_dir)
+    parent_cfg = load_config(parent_run.config_path)
     if parent_cfg.model.kind != model_kind:
         raise TransferError(f"parent {ref.run_dir} is a {parent_cfg.model.kind} model but this "
                             f"run trains a {model_kind}")
-    parent_proto = (ref.run_dir / "vocab.model").read_bytes()
+    parent_proto = parent_run.vocab_path.read_bytes()
     parent_size = _pieces(parent_proto).get_piece_size()
-    # Built here rather than with trainer.load_trained_model: that also creates a tensorflow-text
-    # tokenizer, and dropping a second SentencePiece resource can invalidate the child's.
-    parent_model = _built(parent_cfg.model.kind, parent_size, parent_cfg.model.hparams)
+    # Not run.load_trained_model: that also creates a tensorflow-text tokenizer, and dropping a
+    # second SentencePiece resource can invalidate the child's.
+    parent_model = build_initialised_model(parent_cfg.model.kind, parent_size, parent_cfg.model.hparams)
     tf.train.Checkpoint(model=parent_model).restore(ref.checkpoint).expect_partial() \
         .assert_existing_objects_matched()
     rows = embedding_row_map(parent_proto, child_vocab_proto, strategy, seed)
-    pair_variables(parent_model, _built(model_kind, len(rows), model_hparams))
+    pair_variables(parent_model, build_initialised_model(model_kind, len(rows), model_hparams))
     return PreparedParent(ref, parent_model, rows, strategy, parent_size)
-
-
-def _built(kind: str, vocab_size: int, hparams: Dict[str, object]) -> keras.Model:
-    """A float32 model of ``kind`` with its variables created."""
-    from tf_nmt.models import build_model
-
-    model = build_model(kind, vocab_size, **hparams)
-    model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
-    return model
 
 
 def apply_parent(child: keras.Model, parent: PreparedParent,
@@ -250,7 +235,7 @@ def initialize_from_parent(child: keras.Model, child_vocab_proto: bytes, model_k
     return apply_parent(child, prepared, log=log)
 
 
-def prepare_run(cfg, tokenizer) -> PreparedParent:
+def prepare_run(cfg: Config, tokenizer: SubwordTokenizer) -> PreparedParent:
     """The trainer's first hook (before anything is written): resolve, load and check the parent.
 
     Building the parent draws from the seeded global generator, so the child's fresh rows are
@@ -268,7 +253,5 @@ def initialize_run(model: keras.Model, parent: PreparedParent, record: Optional[
     """The trainer's second hook: initialise the built ``model``, record it in ``record``."""
     report = apply_parent(model, parent, log=log)
     if record is not None:
-        from tf_nmt.training.trainer import write_json_atomic
-
         write_json_atomic(record, report.to_dict())
     return report

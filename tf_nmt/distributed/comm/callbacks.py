@@ -12,6 +12,7 @@ from tf_nmt.distributed.comm.averaging import ModelAverage, make_sync
 from tf_nmt.distributed.comm.settings import HOROVOD_MODES
 from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import broadcast_variables
+from tf_nmt.utils.io import write_bytes_atomic
 
 
 class BroadcastModel(keras.callbacks.Callback):
@@ -131,6 +132,4 @@ class CommStats(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         if self.out_path is not None:
-            from tf_nmt.data.tokenizer import write_bytes_atomic  # noqa: PLC0415
-
             write_bytes_atomic(Path(self.out_path), json.dumps(self.summary()).encode())

@@ -1,7 +1,7 @@
-"""The resume guard of a run directory (tf_nmt.training.run_dir): world size, model, vocabulary."""
+"""The resume guard of a run directory (tf_nmt.training.run): world size, model, vocabulary."""
 import pytest
 
-from tf_nmt.training.run_dir import RunDir, RunDirError, check_resume
+from tf_nmt.training.run import RunDir, RunDirError, check_resume
 
 META = {"vocab_fingerprint": "abc", "vocab_size": 320, "model_kind": "transformer",
         "model_hparams": {"d_model": 16}, "world_size": 2}

@@ -1,0 +1,1 @@
+"""Helpers shared across tf-nmt that depend on nothing else in the package (no TensorFlow)."""
