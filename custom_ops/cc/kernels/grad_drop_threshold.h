@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "grad_drop_sample.h"
 #include "parallel_blocks.h"
 
 namespace tf_nmt {
@@ -30,14 +31,6 @@ inline float SumMagnitude(const GradSpan<T>& s, int64_t i) {
   return std::fabs(static_cast<float>(sum));
 }
 
-// splitmix64: a small counter-based generator, so sample j depends only on (seed, j).
-inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 struct ThresholdOptions {
   float drop_ratio;
   float sample_fraction;
@@ -49,9 +42,7 @@ struct ThresholdOptions {
 // Returns the ratio-quantile of `mags` (NaN-free); +inf when empty (nothing but NaN: keep none).
 inline float Quantile(std::vector<float>* mags, float ratio) {
   if (mags->empty()) return std::numeric_limits<float>::infinity();
-  const int64_t n = static_cast<int64_t>(mags->size());
-  int64_t drop = static_cast<int64_t>(std::floor(static_cast<double>(ratio) * n));
-  drop = std::min<int64_t>(std::max<int64_t>(drop, 0), n - 1);
+  const int64_t drop = QuantileRank(ratio, static_cast<int64_t>(mags->size()));
   std::nth_element(mags->begin(), mags->begin() + drop, mags->end());
   return (*mags)[drop];
 }
@@ -83,16 +74,10 @@ float SelectThreshold(tensorflow::OpKernelContext* ctx, const std::vector<GradSp
   // (lower variance than independent draws, and the indices come out sorted for locality).
   // Each sample is a cache miss, so the samples are split into small blocks across threads;
   // sample j depends only on (seed, j), so the result does not depend on the thread count.
-  const uint64_t base = SplitMix64(static_cast<uint64_t>(opt.seed));
-  const double stride = static_cast<double>(total) / static_cast<double>(samples);  // >= 1
-  auto edge = [&](int64_t j) {
-    return std::min(total, static_cast<int64_t>(static_cast<double>(j) * stride));
-  };
-  auto pick = [&](int64_t j) {
-    const int64_t lo = edge(j), hi = std::max(lo + 1, edge(j + 1));
-    const uint64_t h = SplitMix64(base + static_cast<uint64_t>(j));
-    return std::min(total - 1, lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * (hi - lo)) >> 64));
-  };
+  // The sampler (grad_drop_sample.h) is shared with the CUDA kernel.
+  const StratifiedSampler sampler{total, static_cast<double>(total) / static_cast<double>(samples),
+                                  SplitMix64(static_cast<uint64_t>(opt.seed))};  // stride >= 1
+  auto pick = [&](int64_t j) { return sampler.Pick(j); };
   constexpr int64_t kSampleBlock = 2048;
   mags.resize(samples);
   ForEachBlock(ctx, (samples + kSampleBlock - 1) / kSampleBlock, [&](int64_t b) {
