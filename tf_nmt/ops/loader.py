@@ -1,9 +1,17 @@
-"""Loads the compiled custom-op library ``_tf_nmt_ops.so`` once, with a clear error if missing."""
+"""Loads the compiled custom-op library ``_tf_nmt_ops.so`` once, with a clear error if missing.
+
+The build writes ``_tf_nmt_ops.build.json`` next to the library (custom_ops/build_ops.py):
+:func:`gpu_kernels_built` says whether the library holds the CUDA kernels, and loading a library
+whose CUDA build failed and fell back to CPU-only warns (pip -q hides the build's own warning).
+"""
 from __future__ import annotations
 
 import functools
+import json
 import os
+import warnings
 from types import ModuleType
+from typing import Any, Dict
 
 from tf_nmt.compat import tf
 
@@ -19,6 +27,37 @@ def library_path() -> str:
     return os.environ.get("TF_NMT_OPS_LIBRARY") or os.path.join(os.path.dirname(__file__), LIBRARY_NAME)
 
 
+def build_info_path() -> str:
+    """The build record next to the library: ``<library without .so>.build.json``."""
+    return os.path.splitext(library_path())[0] + ".build.json"
+
+
+def build_info() -> Dict[str, Any]:
+    """The build record (``cuda``, ``cuda_status``, ``reason``, ...); ``{}`` when there is none."""
+    try:
+        with open(build_info_path()) as handle:
+            info = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def gpu_kernels_built() -> bool:
+    """True when the library was built with its CUDA kernels (per the build record)."""
+    return bool(build_info().get("cuda", False))
+
+
+def _warn_if_cuda_fell_back() -> None:
+    info = build_info()
+    if info.get("cuda_status") == "failed":
+        reason = str(info.get("reason", "")).strip().splitlines()
+        warnings.warn(
+            "tf-nmt custom ops were built WITHOUT their CUDA kernels because the CUDA build "
+            f"failed ({reason[0] if reason else 'see the build log'}); on a GPU these ops run on "
+            "the CPU. Rebuild with TF_NMT_CUDA=1 to see the error, or TF_NMT_CUDA=0 to silence "
+            f"this. Details: {build_info_path()}", RuntimeWarning, stacklevel=3)
+
+
 @functools.lru_cache(maxsize=None)
 def load_ops() -> ModuleType:
     """The generated op module (``load_ops().grad_drop`` etc.); raises ImportError if unbuilt."""
@@ -26,12 +65,14 @@ def load_ops() -> ModuleType:
     if not os.path.exists(path):
         raise ImportError(f"tf-nmt custom ops library not found at {path}. {BUILD_HINT}")
     try:
-        return tf.load_op_library(path)
+        module = tf.load_op_library(path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as err:
         raise ImportError(
             f"could not load tf-nmt custom ops from {path} ({err}). It was probably built against "
             f"another TensorFlow version; rebuild it. {BUILD_HINT}"
         ) from err
+    _warn_if_cuda_fell_back()
+    return module
 
 
 def ops_available() -> bool:
