@@ -1,0 +1,64 @@
+"""Mixed-precision policy for the device a run trains on.
+
+``train.mixed_precision`` asks for 16-bit compute. On the CPU (and on GPUs of compute capability
+8.0 or later: A100, L4, H100, ...) that is ``mixed_bfloat16``, which needs no loss scaling. Older
+GPUs (V100 7.0, T4 7.5) have no bfloat16 arithmetic worth using, so there it is
+``mixed_float16``, whose narrow exponent range needs dynamic loss scaling: wrap the optimizer with
+:func:`wrap_optimizer` (a ``LossScaleOptimizer``; a no-op for the other policies).
+
+Wiring (in the trainer): ``policy = policy_for_device(cfg.train.mixed_precision)`` where the
+policy is chosen today, and ``optimizer = wrap_optimizer(optimizer, policy)`` after the
+communication wrapper (Horovod's DistributedOptimizer) and before ``model.compile``, so the loss
+scale is outermost: scaled gradients are averaged, then unscaled and checked for overflow.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence, Tuple
+
+from tf_nmt.compat import keras, tf
+
+BF16_MIN_CAPABILITY = (8, 0)  # Ampere: first GPUs with bfloat16 tensor cores
+POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def gpu_compute_capabilities(devices: Optional[Iterable] = None) -> Sequence[Tuple[int, int]]:
+    """Compute capability of each visible GPU (empty on a CPU-only machine)."""
+    devices = tf.config.list_physical_devices("GPU") if devices is None else list(devices)
+    caps = []
+    for device in devices:
+        details = tf.config.experimental.get_device_details(device) or {}
+        cap = details.get("compute_capability")
+        caps.append(tuple(cap) if cap else (0, 0))
+    return caps
+
+
+def policy_for_device(mixed_precision: bool = True,
+                      capabilities: Optional[Sequence[Tuple[int, int]]] = None) -> str:
+    """The Keras dtype policy name for this machine.
+
+    ``float32`` unless ``mixed_precision``; ``mixed_bfloat16`` on a CPU-only machine or when every
+    GPU has compute capability >= 8.0; otherwise ``mixed_float16`` (use :func:`wrap_optimizer`).
+    ``capabilities`` overrides the detected GPUs (tests, or planning for another machine).
+    """
+    if not mixed_precision:
+        return "float32"
+    caps = gpu_compute_capabilities() if capabilities is None else list(capabilities)
+    if not caps or all(tuple(c) >= BF16_MIN_CAPABILITY for c in caps):
+        return "mixed_bfloat16"
+    return "mixed_float16"
+
+
+def needs_loss_scaling(policy: str) -> bool:
+    """float16 compute needs dynamic loss scaling; bfloat16 and float32 do not."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown dtype policy {policy!r}; choose from {POLICIES}")
+    return policy == "mixed_float16"
+
+
+def wrap_optimizer(optimizer, policy: str):
+    """``optimizer`` in a dynamic ``LossScaleOptimizer`` when ``policy`` needs it, else unchanged."""
+    if not needs_loss_scaling(policy):
+        return optimizer
+    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        return optimizer
+    return keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
