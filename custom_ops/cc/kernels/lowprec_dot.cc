@@ -299,9 +299,9 @@ struct Rng {
 
 // Random operands for method kM, rows x k, in the packed layout (kp = PaddedK(k)).
 template <Method kM>
-std::vector<Elem<kM>> RandomA(Rng& rng, int64_t rows, int64_t k, std::vector<uint8_t>* codes) {
+AlignedVector<Elem<kM>> RandomA(Rng& rng, int64_t rows, int64_t k, std::vector<uint8_t>* codes) {
   const int64_t kp = PaddedK(k);
-  std::vector<Elem<kM>> out(rows * kp);
+  AlignedVector<Elem<kM>> out(rows * kp);
   if constexpr (kM == Method::kShift16 || kM == Method::kLut8) {
     codes->resize(rows * k);
     for (auto& c : *codes) c = static_cast<uint8_t>(rng.Next() >> 60);
@@ -326,9 +326,9 @@ std::vector<Elem<kM>> RandomA(Rng& rng, int64_t rows, int64_t k, std::vector<uin
 }
 
 template <Method kM>
-std::vector<ElemB<kM>> RandomB(Rng& rng, int64_t rows, int64_t k) {
+AlignedVector<ElemB<kM>> RandomB(Rng& rng, int64_t rows, int64_t k) {
   const int64_t kp = PaddedK(k);
-  std::vector<ElemB<kM>> out(rows * kp);
+  AlignedVector<ElemB<kM>> out(rows * kp);
   if constexpr (kM == Method::kShift16 || kM == Method::kLut8) {
     std::vector<uint8_t> codes(rows * k);
     for (auto& c : codes) c = static_cast<uint8_t>(rng.Next() >> 60);
@@ -358,7 +358,7 @@ double BenchDotT(int64_t pairs, int64_t reps, bool simd, double* checksum) {
   std::vector<uint8_t> codes;
   const auto a = RandomA<kM>(rng, pairs, 128, &codes);
   const auto b = RandomB<kM>(rng, pairs, 128);
-  std::vector<Out<kM>> out(pairs);
+  AlignedVector<Out<kM>> out(pairs);
   double ns;
 #if TF_NMT_LOWPREC_X86
   if (simd) {
@@ -382,8 +382,8 @@ double BenchMatMulT(int64_t m, int64_t k, int64_t n, int64_t reps, bool simd, do
   std::vector<uint8_t> a_codes;
   auto a = RandomA<kM>(rng, m, k, &a_codes);
   const auto b = RandomB<kM>(rng, n, k);  // the weights: packed once, outside the timing
-  std::vector<Out<kM>> acc(m * n);
-  std::vector<float> out(m * n);
+  AlignedVector<Out<kM>> acc(m * n);
+  AlignedVector<float> out(m * n);
   const float scale = 0.5f;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t rep = 0; rep < reps; ++rep) {

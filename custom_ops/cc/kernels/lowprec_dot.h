@@ -24,10 +24,33 @@
 #ifndef TF_NMT_LOWPREC_DOT_H_
 #define TF_NMT_LOWPREC_DOT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
+#include <vector>
 
 namespace tf_nmt {
 namespace lowprec {
+
+// 64-byte aligned storage for packed rows (row strides are multiples of 64 bytes), so that no
+// zmm load splits a cache line: misaligned buffers made the kernels up to 2x slower, depending
+// on where malloc happened to put them.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, kAlign); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const AlignedAllocator<U>&) const { return false; }
+};
+template <typename T>
+using AlignedVector = std::vector<T, AlignedAllocator<T>>;
 
 enum class Method { kFp32 = 0, kInt8 = 1, kShift16 = 2, kLut8 = 3 };
 

@@ -156,8 +156,8 @@ class MatMulOp : public OpKernel {
     int32_t* acc = kScaled ? scratch.data() : out_t->flat<int32_t>().data();
     float* y = kScaled ? out_t->flat<float>().data() : nullptr;
 
-    std::vector<int16_t> a16, b16;
-    std::vector<uint8_t> a8, b8;
+    lp::AlignedVector<int16_t> a16, b16;
+    lp::AlignedVector<uint8_t> a8, b8;
     if (lut8_) {
       a8.resize(m * kp);
       b8.resize(n * kp);
