@@ -6,6 +6,13 @@ reference (run chunk by chunk to keep memory moderate); both with a plain copy o
 (the memory-bandwidth bound). Times are the median of a few runs after one warm-up.
 
 Usage: python scripts/bench_ops.py [--sizes 1000000 100000000] [--out results/ops.json]
+
+GPU mode, ``--device gpu`` (needs a GPU and the library built with its CUDA kernels; writes
+``results/gpu.json`` unless ``--out`` says otherwise): every op on a float32 tensor resident on the
+GPU, timed with ``tf.test.experimental.sync_devices()`` around each call, reported as time, as
+effective bandwidth (bytes the op must read and write) and as a fraction of a device-to-device
+copy of the same tensor (``copy_s / op_s``, the share of copy bandwidth the op reaches), plus
+GradDrop against a ``tf.math.top_k`` compressor on the same GPU.
 """
 from __future__ import annotations
 
@@ -124,12 +131,116 @@ def bench_size(n: int, repeats: int) -> Dict[str, float]:
     return t
 
 
+GPU_TARGETS = {"graddrop_copy_fraction": 0.5, "encode_copy_fraction": 0.5,
+               "decode_copy_fraction": 0.5, "graddrop_vs_topk": 20.0}
+
+
+def gpu_timed(fn: Callable[[], object], repeats: int) -> float:
+    """Median device time of ``fn`` (all queued GPU work drained before and after each call)."""
+    sync = tf.test.experimental.sync_devices
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def gpu_bench_size(n: int, repeats: int) -> Dict[str, float]:
+    """Times (s), bandwidths (GB/s) and copy fractions of every op on n float32 values on the GPU."""
+    rng = np.random.default_rng(0)
+    with tf.device("/GPU:0"):
+        g = tf.identity(tf.constant(rng.standard_normal(n, dtype=np.float32)))
+        r = tf.identity(tf.constant(rng.standard_normal(n, dtype=np.float32) * np.float32(0.1)))
+        codes, scale = ops.log_quantize(g, BITS)
+        scale_f = float(scale)
+        idx, val, res = ops.grad_drop(g, r, RATIO, SAMPLE_FRACTION, seed=1)
+        small = tf.identity(codes)
+        packed = ops.pack_nibbles(small)
+        k = n - math.floor(RATIO * n)
+        # name: (callable, bytes the op has to move at the least)
+        cases = {
+            "copy": (lambda: tf.raw_ops.DeepCopy(x=g), 8 * n),
+            "graddrop": (lambda: ops.grad_drop(g, r, RATIO, SAMPLE_FRACTION, seed=1), 12 * n),
+            "topk": (lambda: topk_compressor(g, r, k), 12 * n),
+            "fit": (lambda: ops.LOG.fit_scale(g, BITS), 4 * n),
+            "encode": (lambda: ops.LOG.encode(g, scale_f, BITS), 5 * n),
+            "decode": (lambda: ops.LOG.decode(codes, scale_f, BITS), 5 * n),
+            "quantize": (lambda: ops.log_quantize(g, BITS), 5 * n),
+            "quantize_dequantize": (lambda: ops.log_quantize_dequantize(g, BITS), 8 * n),
+            "pack_nibbles": (lambda: ops.pack_nibbles(small), n + n // 2),
+            "unpack_nibbles": (lambda: ops.unpack_nibbles(packed, n), n + n // 2),
+            "one_bit": (lambda: ops.one_bit_quantize(idx, val, res), 4 * n),
+        }
+        t: Dict[str, float] = {}
+        for name, (fn, nbytes) in cases.items():
+            reps = max(1, repeats // 3) if name == "topk" else repeats
+            t[f"{name}_s"] = gpu_timed(fn, reps)
+            t[f"{name}_gbps"] = nbytes / t[f"{name}_s"] / 1e9
+        placed = ops.grad_drop(g, r, RATIO, SAMPLE_FRACTION, seed=1)[0].device
+    if "GPU" not in placed:
+        raise SystemExit(f"GradDrop ran on {placed}, not the GPU: is the library built with CUDA?")
+    for name in cases:
+        if name != "copy":
+            t[f"{name}_copy_fraction"] = t["copy_s"] / t[f"{name}_s"]
+    t["graddrop_vs_topk"] = t["topk_s"] / t["graddrop_s"]
+    t["graddrop_kept_fraction"] = float(idx.shape[0]) / n
+    return t
+
+
+def gpu_main(args) -> None:
+    from tf_nmt.ops import loader
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        raise SystemExit("--device gpu: TensorFlow sees no GPU; nothing measured, nothing written")
+    if not loader.gpu_kernels_built():
+        raise SystemExit(f"--device gpu: the ops library has no CUDA kernels ({loader.build_info()})")
+    details = tf.config.experimental.get_device_details(gpus[0])
+    results = {}
+    for n in args.sizes:
+        results[str(n)] = gpu_bench_size(n, args.repeats)
+        print(f"done n={n}", flush=True)
+    report = {
+        "config": {"drop_ratio": RATIO, "sample_fraction": SAMPLE_FRACTION, "log_bits": BITS,
+                   "log_mode": "optimised", "dtype": "float32", "device": "gpu",
+                   "copy": "tf.raw_ops.DeepCopy on the GPU; *_copy_fraction = copy_s / op_s"},
+        "machine": {"gpu": details.get("device_name"), "compute_capability": details.get("compute_capability"),
+                    "gpus": len(gpus), "platform": platform.platform(), "tensorflow": tf.__version__,
+                    "ops_build": loader.build_info()},
+        "targets": GPU_TARGETS,
+        "results": results,
+        "targets_met": {f"{key}@{n}": res[key] >= target for n, res in results.items()
+                        for key, target in GPU_TARGETS.items()},
+    }
+    out = args.out or "results/gpu.json"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(report, handle, indent=2)
+    keys = sorted(k for k in next(iter(results.values())) if k.endswith(("_s", "_copy_fraction")))
+    keys += ["graddrop_vs_topk", "graddrop_kept_fraction"]
+    print(f"GPU: {details.get('device_name')}")
+    print(f"{'metric':32s}" + "".join(f"{n:>16s}" for n in results))
+    for key in keys:
+        print(f"{key:32s}" + "".join(f"{res[key]:16.6f}" for res in results.values()))
+    print(json.dumps(report["targets_met"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 100_000_000])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default="results/ops.json")
+    parser.add_argument("--out", default=None, help="default results/ops.json (cpu), results/gpu.json (gpu)")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     args = parser.parse_args()
+    if args.device == "gpu":
+        gpu_main(args)
+        return
+    args.out = args.out or "results/ops.json"
     results = {}
     for n in args.sizes:
         results[str(n)] = bench_size(n, args.repeats if n <= 10_000_000 else 3)
