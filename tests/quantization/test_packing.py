@@ -26,10 +26,26 @@ def test_reference_bit_layout():
     assert pack_codes(np.array([0xA, 0x5, 0xF], np.uint8), 4).tolist() == [0x5A, 0x0F]
 
 
-def test_four_bits_is_the_pack_nibbles_op():
-    codes = RNG.integers(0, 16, 999).astype(np.uint8)
-    np.testing.assert_array_equal(pack_codes(codes, 4), ops.pack_nibbles(codes).numpy())
-    np.testing.assert_array_equal(ops.unpack_nibbles(pack_codes(codes, 4), 999).numpy(), codes)
+def _stream_pack(codes: np.ndarray, bits: int) -> np.ndarray:
+    """The layout's definition as a NumPy bit stream (independent of the packing module)."""
+    stream = np.unpackbits(codes[:, None], axis=1, bitorder="little")[:, :bits]
+    return np.packbits(stream.ravel(), bitorder="little")
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 999, 100_001])
+def test_four_bits_runs_in_the_pack_nibbles_op_and_matches_the_layout(count, monkeypatch):
+    import tf_nmt.quantization.packing as packing
+
+    calls = []
+    for name in ("pack_nibbles", "unpack_nibbles"):
+        op = getattr(packing, name)
+        monkeypatch.setattr(packing, name, lambda *a, _op=op, _n=name: calls.append(_n) or _op(*a))
+    codes = RNG.integers(0, 16, count).astype(np.uint8)
+    packed = pack_codes(codes, 4)
+    np.testing.assert_array_equal(packed, _stream_pack(codes, 4))
+    np.testing.assert_array_equal(unpack_codes(packed, count, 4), codes)
+    assert calls == ["pack_nibbles", "unpack_nibbles"]
+    np.testing.assert_array_equal(ops.unpack_nibbles(packed, count).numpy(), codes)
 
 
 def test_bad_input_is_refused():

@@ -1,9 +1,10 @@
 """B-bit codes (1 <= B <= 8) packed into bytes as a little-endian bit stream, and unpacked again.
 
 Code ``i`` occupies bits ``[i*B, (i+1)*B)`` of the stream, bit ``j`` of the stream being bit
-``j % 8`` of byte ``j // 8``. For B = 4 this is exactly :func:`tf_nmt.ops.pack_nibbles` (two codes
-per byte, low nibble first); for B = 8 it is the codes themselves. A tensor of ``n`` codes takes
-``ceil(n * B / 8)`` bytes.
+``j % 8`` of byte ``j // 8``. For B = 4 (the thesis's setting, and the common case) this is
+exactly two codes per byte, low nibble first, and is done by the C++ ``PackNibbles`` /
+``UnpackNibbles`` ops; other widths use NumPy bit streams; for B = 8 it is the codes themselves.
+A tensor of ``n`` codes takes ``ceil(n * B / 8)`` bytes.
 
 :func:`unpack_codes_tf` undoes the packing with stock TensorFlow ops only, so that a SavedModel
 using it loads in a process that has never seen tf-nmt's custom op library.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_nmt.compat import tf
+from tf_nmt.ops.log_quant import pack_nibbles, unpack_nibbles
 
 
 def _check_bits(bits: int) -> int:
@@ -37,6 +39,8 @@ def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
         raise ValueError(f"a code does not fit in {bits} bits (max code {int(flat.max())})")
     if bits == 8:
         return flat.copy()
+    if bits == 4:
+        return pack_nibbles(flat).numpy()
     stream = np.unpackbits(flat[:, None], axis=1, bitorder="little")[:, :bits]
     return np.packbits(stream.ravel(), bitorder="little")
 
@@ -52,6 +56,8 @@ def unpack_codes(packed: np.ndarray, count: int, bits: int) -> np.ndarray:
                          f"got {packed.size}")
     if bits == 8:
         return packed.copy()
+    if bits == 4:
+        return unpack_nibbles(packed, count).numpy()
     stream = np.unpackbits(packed, bitorder="little")[: count * bits].reshape(count, bits)
     weights = (1 << np.arange(bits)).astype(np.uint16)
     return (stream.astype(np.uint16) @ weights).astype(np.uint8)
