@@ -148,22 +148,14 @@ def _coerce(section: str, key: str, value: Any, target: Any) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
-    elif isinstance(target, int) and not isinstance(target, bool):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-    elif isinstance(target, float):
+    elif isinstance(target, (int, float)):
+        number = int if isinstance(target, int) else float
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            if number is float or isinstance(value, int) or value.is_integer():
+                return number(value)
         if isinstance(value, str):
             try:
-                return float(value)
+                return number(value)
             except ValueError:
                 pass
     elif isinstance(target, str):

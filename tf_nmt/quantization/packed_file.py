@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
@@ -29,6 +27,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from tf_nmt.errors import UserError
+from tf_nmt.utils.io import write_bytes_atomic
 
 from tf_nmt.quantization.packing import pack_codes, packed_size, unpack_codes
 from tf_nmt.quantization.policy import QuantPolicy
@@ -93,17 +92,7 @@ def write_packed(path: Path, packed: PackedModel, overwrite: bool = False) -> in
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
     data = encode_packed(packed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, data)
     return len(data)
 
 

@@ -29,31 +29,26 @@ class RunDirError(UserError, ValueError):
     """The run directory does not match what this invocation would write into it."""
 
 
+class _Member:
+    """A path inside the run directory, named once (``RunDir.checkpoints`` -> ``root/checkpoints``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: Optional["RunDir"], owner: type) -> Any:
+        return self if run is None else run.root / self.name
+
+
 @dataclass(frozen=True)
 class RunDir:
     """Paths inside one run directory (the only place that knows the file names)."""
 
     root: Path
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def meta_path(self) -> Path:
-        return self.root / "meta.json"
-
-    @property
-    def vocab_path(self) -> Path:
-        return self.root / "vocab.model"
-
-    @property
-    def config_path(self) -> Path:
-        return self.root / "config.yaml"
+    checkpoints = _Member("checkpoints")
+    logs = _Member("logs")
+    meta_path = _Member("meta.json")
+    vocab_path = _Member("vocab.model")
+    config_path = _Member("config.yaml")
 
     def read_meta(self) -> Optional[Dict[str, Any]]:
         if not self.meta_path.is_file():
