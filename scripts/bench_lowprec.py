@@ -4,7 +4,7 @@ and lut8) and GFLOP/s-equivalent on the models' matmul shapes; writes
 ``results/lowprec_kernels.json``. Thin entry point over :mod:`tf_nmt.studies.lowprec_bench`
 (its docstring has the details).
 
-Usage: python scripts/bench_lowprec.py [--rounds 21] [--matmul-rounds 5] [--out PATH] [--quick]
+Usage: python scripts/bench_lowprec.py [--rounds 101] [--matmul-rounds 9] [--bursts 9] [--out PATH] [--quick]
 """
 import sys
 from pathlib import Path
