@@ -25,6 +25,8 @@ from __future__ import annotations
 import importlib
 from typing import Dict, List, Optional, Sequence
 
+from tf_nmt.errors import UsageError
+
 STUDIES: Dict[str, str] = {
     "accumulation": "tf_nmt.studies.accumulation",
     "throughput": "tf_nmt.studies.throughput",
@@ -43,7 +45,7 @@ def run_study(name: str, argv: Optional[Sequence[str]] = None) -> int:
     the others (and TensorFlow) up front.
     """
     if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}: use one of {', '.join(STUDIES)}")
+        raise UsageError(f"unknown study {name!r}: use one of {', '.join(STUDIES)}")
     module = importlib.import_module(STUDIES[name])
     args: List[str] = list(argv) if argv is not None else []
     return int(module.main(args) or 0)

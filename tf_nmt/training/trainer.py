@@ -1,9 +1,11 @@
 """Training a model with Keras ``model.fit``: data, model, schedule, optimizer, callbacks, resume.
 
 Works single-process and under ``horovodrun`` (via :mod:`tf_nmt.distributed`): each worker reads
-its own shard, gradients are averaged (dense allreduce by default, ``sparse_as_dense``), the
-learning rate and warm-up are scaled with the number of workers, and only rank 0 writes
-checkpoints, TensorBoard logs and the run directory.
+its own shard, gradients are exchanged as ``train.comm`` says (:mod:`tf_nmt.distributed.comm`;
+default ``sparse_as_dense``: Horovod allreduce with embedding gradients densified), the learning
+rate and warm-up follow :func:`tf_nmt.training.schedules.from_config` (scaled with the number of
+workers), and only rank 0 writes checkpoints, TensorBoard logs, ``progress.jsonl`` and the run
+directory.
 """
 from __future__ import annotations
 
