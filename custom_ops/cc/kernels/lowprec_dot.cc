@@ -14,7 +14,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define TF_NMT_LOWPREC_X86 1
-// Everything the SIMD paths use: F (zmm, masks), BW (16/8-bit lanes, vpsrlvw, vpshufb),
+// Everything the SIMD paths use: F (zmm, masks), BW (16/8-bit lanes, vpsravw, vpshufb),
 // VBMI (vpermb), VNNI (vpdpwssd, vpdpbusd).
 #define TF_NMT_SIMD __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
 #define TF_NMT_SIMD_INLINE TF_NMT_SIMD __attribute__((always_inline)) inline
@@ -75,7 +75,7 @@ namespace {
 inline int32_t Shift16Term(int16_t a, int16_t b) {
   const uint16_t s = static_cast<uint16_t>(a + b);  // exponents add, sign bits XOR in bit 15
   const int cnt = s & 0x7FFF;
-  const int32_t p = cnt < 16 ? (0x4000 >> cnt) : 0;  // vpsrlvw gives 0 for a count >= 16
+  const int32_t p = cnt < 16 ? (0x4000 >> cnt) : 0;  // padding: count >= 16, sign 0 -> 0
   return (s & 0x8000) ? -p : p;
 }
 

@@ -7,7 +7,8 @@
 // multiplier, only an exponent add and a power:
 //   shift16: base 2. term = +-(0x4000 >> e) = +-2^(14 - e), exact; value = S_a S_b acc 2^-14.
 //            Lanes are int16 (the 4-bit codes emulated in 16-bit lanes), power by a variable
-//            shift (vpsrlvw), widened into int32 accumulators (vpdpwssd against ones).
+//            arithmetic shift of +-2^14 (vpsravw), widened into int32 accumulators (vpdpwssd
+//            against ones).
 //   lut8:    base 256^(1/14) = 2^(4/7), so the 15 powers fit in a byte: term = +-kLut8Table[e]
 //            with kLut8Table[e] = round(255 * 2^(-4e/7)); value = S_a S_b acc / 255. Lanes are
 //            bytes, the power is a vpshufb table lookup, the sign a +-1 byte from a vpermb
@@ -17,8 +18,8 @@
 //
 // Internal operand layouts (rows padded to a multiple of kPadK elements; see Pack*):
 //   shift16: int16 k | sign << 15. a + b adds exponents in the low bits and XORs the signs in
-//            bit 15 (its carry falls off). Padding is 16 on the A side (0 on B): a shift >= 16
-//            gives 0.
+//            bit 15 (its carry falls off). Padding is 16 on the A side (0 on B): sign 0 and a
+//            shift >= 16 give 0.
 //   lut8:    uint8 k | sign << 4. a + b: exponent sum in bits 0-3, sign XOR in bit 4. Padding
 //            is 0x80 on the A side: vpshufb returns 0 for an index with bit 7 set.
 #ifndef TF_NMT_LOWPREC_DOT_H_
