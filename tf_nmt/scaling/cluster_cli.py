@@ -1,11 +1,11 @@
-#!/usr/bin/env python
-"""An emulated multi-host cluster on one machine (network namespaces + bridge + tc), as root.
+"""The `scripts/emulated_cluster.py` tool: an emulated multi-host cluster on one machine (network
+namespaces + bridge + tc), run as root.
 
-    emulated_cluster.py check                       # root? iproute2? which qdiscs (tbf, netem)?
-    emulated_cluster.py bench --hosts 2 --rate 100mbit --rate 1gbit --rate 10gbit \
+    scripts/emulated_cluster.py check                       # root? iproute2? which qdiscs (tbf, netem)?
+    scripts/emulated_cluster.py bench --hosts 2 --rate 100mbit --rate 1gbit --rate 10gbit \
         [--delay 0.5ms] [--megabytes 16] [--out results/linkbench.json]
-    emulated_cluster.py run --hosts 2 --rate 1gbit -- python my_horovod_script.py ...
-    emulated_cluster.py cleanup                     # remove leftovers (tfnmtc-* namespaces)
+    scripts/emulated_cluster.py run --hosts 2 --rate 1gbit -- python my_horovod_script.py ...
+    scripts/emulated_cluster.py cleanup                     # remove leftovers (tfnmtc-* namespaces)
 
 ``run`` starts one Horovod/Gloo rank per namespace (``--slots`` per host) with Horovod's
 rendezvous server in host 0's namespace; the namespaces are removed afterwards, also on
@@ -18,14 +18,13 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tf_nmt.distributed.launcher import worker_env  # noqa: E402
-from tf_nmt.scaling.emulated_ranks import launch_emulated  # noqa: E402
-from tf_nmt.scaling.netns import (ROOT_PREFIX, EmulatedCluster, LinkSpec, qdisc_available,  # noqa: E402
+from tf_nmt.distributed.launcher import worker_env
+from tf_nmt.scaling.emulated_ranks import launch_emulated
+from tf_nmt.scaling.netns import (ROOT_PREFIX, EmulatedCluster, LinkSpec, qdisc_available,
                                   remove_namespaces, support_problem)
-from tf_nmt.scaling.signals import interrupt_on_signals  # noqa: E402
+from tf_nmt.scaling.signals import interrupt_on_signals
 
 
 def cmd_check(args) -> int:
@@ -95,7 +94,7 @@ def cmd_cleanup(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("check").set_defaults(fn=cmd_check)

@@ -2,7 +2,7 @@
 (``main(argv)``), runs its measurements and writes a results file under ``results/``.
 
 The scripts in ``scripts/`` and ``tf-nmt study NAME`` are thin entry points over these modules.
-The scaling study lives in :mod:`tf_nmt.scaling` (``scripts/scaling_study.py``).
+The scaling study (:mod:`.scaling`) drives the emulated cluster of :mod:`tf_nmt.scaling`.
 
 =================  ============================================================  ===========================
 study              what it measures                                               module
@@ -35,6 +35,7 @@ STUDIES: Dict[str, str] = {
     "quantization": "tf_nmt.studies.quantization",
     "transfer": "tf_nmt.studies.transfer",
     "async": "tf_nmt.studies.asynchronous",
+    "scaling": "tf_nmt.studies.scaling",
 }
 
 

@@ -1,14 +1,13 @@
-#!/usr/bin/env python
 """Weak/strong scaling study: tokens/s, step time and its compute/communication split, and
 efficiency (speed-up / N) for each comm mode, written as JSON + Markdown table + PNG plots.
 
     # this machine (horovodrun -np N -H localhost:N)
-    scaling_study.py --launcher local --workers 1,2 --comm dense,sparse_as_dense --out results/s.json
+    tf-nmt study scaling --launcher local --workers 1,2 --comm dense,sparse_as_dense --out results/s.json
     # emulated hosts (root): one rank per network namespace, links shaped with tc
-    scaling_study.py --launcher emulated --link 100mbit --link 10gbit --workers 1,2,4 ...
+    tf-nmt study scaling --launcher emulated --link 100mbit --link 10gbit --workers 1,2,4 ...
     # a real cluster (horovodrun --hostfile / -H, or mpirun with --controller mpi);
     # --dry-run prints the commands. The --work-dir must be on a file system rank 0 shares.
-    scaling_study.py --launcher cluster --hostfile hosts.txt --workers 1,8,16 --dry-run
+    tf-nmt study scaling --launcher cluster --hostfile hosts.txt --workers 1,8,16 --dry-run
 
 Model and config: --preset / --set section.key=value, as for tf-nmt train.
 """
@@ -19,12 +18,11 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tf_nmt.scaling.efficiency import strong_split  # noqa: E402
-from tf_nmt.scaling.signals import interrupt_on_signals  # noqa: E402
-from tf_nmt.scaling.study import (LAUNCHERS, StudySpec, launch_command, merge_studies,  # noqa: E402
+from tf_nmt.scaling.efficiency import strong_split
+from tf_nmt.scaling.signals import interrupt_on_signals
+from tf_nmt.scaling.study import (LAUNCHERS, StudySpec, launch_command, merge_studies,
                                   run_study, worker_command, write_json_new)
 
 
@@ -86,7 +84,7 @@ def spec_from_args(args) -> StudySpec:
                      timeout=args.timeout)
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.merge:
         doc = merge_studies([json.loads(p.read_text()) for p in args.merge])
