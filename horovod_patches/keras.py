@@ -41,6 +41,20 @@ def import_horovod_keras() -> Any:
     return _module
 
 
+def import_horovod_keras_elastic() -> Any:
+    """``horovod.tensorflow.keras.elastic`` (``KerasState``, ``CommitStateCallback``, ``run``)
+    with its callbacks bound to tf_keras, like :func:`import_horovod_keras`."""
+    import tf_keras  # noqa: PLC0415
+
+    import_horovod_keras()
+    from horovod.tensorflow.keras import elastic  # noqa: PLC0415
+
+    if not issubclass(elastic.CommitStateCallback, tf_keras.callbacks.Callback):
+        raise RuntimeError("horovod.tensorflow.keras.elastic was bound to Keras 3: set "
+                           "TF_USE_LEGACY_KERAS=1 before TensorFlow is first imported")
+    return elastic
+
+
 def _optimizer_bases() -> tuple:
     import tf_keras  # noqa: PLC0415
 

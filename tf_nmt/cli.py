@@ -59,7 +59,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg.train.init_embeddings = args.embeddings
     if args.no_warmup:
         cfg.train.init_warmup = False
-    result = train(cfg, Path(args.run_dir), allow_world_size_change=args.allow_world_size_change)
+    if args.elastic:  # Horovod elastic: survive lost workers, take returning ones back
+        from tf_nmt.training.elastic import train_elastic
+
+        result = train_elastic(cfg, Path(args.run_dir))
+    else:
+        result = train(cfg, Path(args.run_dir),
+                       allow_world_size_change=args.allow_world_size_change)
     print(f"trained to step {result.final_step} in {result.wall_seconds / 60:.1f} min")
     return 0
 
@@ -212,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--allow-world-size-change", action="store_true",
                    help="resume checkpoints written by a different number of workers")
+    p.add_argument("--elastic", action="store_true",
+                   help="elastic training under horovodrun --min-np/--max-np "
+                        "--host-discovery-script (state committed every "
+                        "train.elastic_commit_every steps; the world size may change)")
     p.add_argument("--quantize-bits", type=int, metavar="B",
                    help="re-train under B-bit quantisation (train.quantize_bits; see train.quantize_*)")
     p.add_argument("--comm", choices=COMM_MODES,

@@ -76,6 +76,9 @@ class TrainConfig:
     time_budget_minutes: float = 0.0
     scale_lr_with_workers: bool = True
     backward_passes_per_step: int = 1
+    # `tf-nmt train --elastic` (tf_nmt.training.elastic): commit the in-memory state every K steps;
+    # a lost worker costs at most the steps since the last commit.
+    elastic_commit_every: int = 50
     # Re-training under quantisation (tf_nmt.quantization.retrain): 0 = off, else B in 1..8 bits;
     # after every update the matrices (and with quantize_biases the vectors) are re-quantised.
     quantize_bits: int = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from horovod_patches.mpi_env import launch_env
 
@@ -66,6 +66,24 @@ def horovodrun_command(np: int, command: Sequence[str], controller: str = "gloo"
                        network_interface: Optional[str] = None) -> List[str]:
     """:func:`horovodrun_prefix` followed by ``command`` (what each rank runs)."""
     return horovodrun_prefix(np, controller, hosts, hostfile, network_interface) + list(command)
+
+
+def elastic_horovodrun_command(np: int, min_np: int, max_np: int, discovery_script: Path,
+                               command: Sequence[str], network_interface: Optional[str] = None,
+                               cooldown_seconds: Optional[Tuple[int, int]] = None) -> List[str]:
+    """Elastic Gloo ``horovodrun``: start ``np`` workers on the hosts ``discovery_script`` prints
+    (``host:slots`` lines), keep between ``min_np`` and ``max_np``; with ``cooldown_seconds``
+    (lo, hi) a host whose worker failed is taken back after that cool-down instead of never."""
+    if not 1 <= min_np <= np <= max_np:
+        raise ValueError(f"need 1 <= min_np <= np <= max_np, got {min_np}, {np}, {max_np}")
+    cmd = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(np), "--min-np",
+           str(min_np), "--max-np", str(max_np), "--host-discovery-script", str(discovery_script),
+           "--gloo"]
+    if network_interface:
+        cmd += ["--network-interface", network_interface]
+    if cooldown_seconds:
+        cmd += ["--blacklist-cooldown-range", *(str(int(s)) for s in cooldown_seconds)]
+    return cmd + list(command)
 
 
 def mpirun_command(np: int, command: Sequence[str], hosts: Optional[str] = None,

@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
@@ -44,6 +44,20 @@ class TrainResult:
     val_loss: List[float] = field(default_factory=list)
     num_parameters: int = 0
     stopped_by_time_budget: bool = False
+
+
+class TrainHooks(Protocol):
+    """What a driver that runs :func:`train` more than once per process plugs in (the elastic
+    driver, :mod:`tf_nmt.training.elastic`): the world each attempt runs in, and the state and
+    callbacks it adds once the model is built."""
+
+    def context(self) -> distributed.DistContext:
+        """This process's place in the current world (replaces ``distributed.init``)."""
+
+    def attach(self, model: keras.Model, ctx: distributed.DistContext,
+               log: Callable[[str], None]) -> List[keras.callbacks.Callback]:
+        """Called once the model is built, restored and initialised (it may overwrite its
+        state); returns callbacks to run after the per-step ones and before checkpointing."""
 
 
 def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
@@ -86,13 +100,15 @@ def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) ->
 
 
 def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
-          log: Callable[[str], None] = print) -> TrainResult:
-    """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps."""
+          log: Callable[[str], None] = print, hooks: Optional[TrainHooks] = None) -> TrainResult:
+    """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps
+    (``hooks``: see :class:`TrainHooks`)."""
     start = time.perf_counter()
     validate_config(cfg)
     # Gradient accumulation is implemented by Horovod's optimizer, so it needs Horovod even
     # for one process (launch with horovodrun -np 1, or it is initialised here).
-    ctx = distributed.init(enabled=True if cfg.train.backward_passes_per_step > 1 else None)
+    ctx = (hooks.context() if hooks is not None else
+           distributed.init(enabled=True if cfg.train.backward_passes_per_step > 1 else None))
     chief_log = log if ctx.is_chief else (lambda _msg: None)
     run = RunDir(Path(run_dir))
     keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
@@ -121,6 +137,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
                                 record=run.root / "init_from.json" if ctx.is_chief else None)
+    attached = hooks.attach(model, ctx, chief_log) if hooks is not None else []
+    resumed_from = int(model.optimizer.iterations.numpy())
 
     data_dir = Path(cfg.data.data_dir)
     train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
@@ -157,7 +175,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         comm.resolve_comm(t), ctx, t.log_every, log=chief_log,
         stats_path=run.root / "comm_stats.json" if ctx.is_chief else None)
     callbacks += [quantizer] if quantizer is not None else []  # before anything saves weights
-    callbacks += [guard, budget, cb.StepLimit(t.train_steps), progress]
+    callbacks += [guard, budget, cb.StepLimit(t.train_steps), progress] + attached
     if ctx.is_chief:
         callbacks += [cb.CheckpointSaver(manager, guard, log=chief_log),
                       keras.callbacks.TensorBoard(str(run.logs), update_freq=t.log_every,

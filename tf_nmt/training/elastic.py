@@ -1,0 +1,224 @@
+"""Elastic training on Horovod's elastic API: ``tf-nmt train --elastic`` launched by
+``horovodrun --min-np A --max-np B --host-discovery-script S``.
+
+Why: on a shared cluster a lost worker should cost a few steps, not the whole job. Each attempt is
+one :func:`tf_nmt.training.trainer.train` call built for the current world (learning rate and
+warm-up from :func:`tf_nmt.training.schedules.from_config` for its size, gradient exchange from
+:func:`tf_nmt.distributed.comm.wrap_optimizer` for its size and rank, its data shard, chief-only
+writers). Between attempts the run's state lives in a Horovod ``KerasState``:
+
+* it is committed every ``train.elastic_commit_every`` steps and at every cycle end
+  (Horovod's ``CommitStateCallback``): weights, optimizer slots and ``iterations``; the step is
+  also the data position (an attempt skips that many batches of its shard, as a resume does), so
+  Horovod's batch/epoch counters are not needed; with ``graddrop`` this process's residuals;
+* when a worker dies, ``hvd.elastic.run`` turns the failed collective into a reset: every survivor
+  restores its last commit, Horovod re-forms the ring with the workers left and the attempt
+  restarts from the committed step;
+* a returning or new worker receives the committed state by broadcast from rank 0 — all of it but
+  the GradDrop residuals, which belong to the process that accumulated them (a new one starts
+  with none, as at the start of a run);
+* every change of the world size is logged with the learning rate and warm-up of the new world,
+  and the chief appends each attempt to ``RUN_DIR/elastic.jsonl`` (machine-readable).
+
+Settings whose state is not part of the commit are refused (:func:`check_elastic_config`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from tf_nmt import distributed
+from tf_nmt.compat import keras
+from tf_nmt.config import Config, ConfigError
+from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
+from tf_nmt.errors import UsageError
+from tf_nmt.training import schedules
+from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokenizer_for_training,
+                                     train, validate_config)
+
+ELASTIC_LOG = "elastic.jsonl"  # one JSON object per attempt, in the run directory (chief only)
+ELASTIC_MODES = ("sparse_as_dense", "dense", "graddrop")
+
+
+def check_elastic_config(cfg: Config) -> None:
+    """ConfigError naming every setting ``--elastic`` cannot honour (state outside the commit)."""
+    t = cfg.train
+    problems = []
+    if t.comm not in ELASTIC_MODES:
+        problems.append(f"train.comm={t.comm} (its periodic-average state is not committed; "
+                        f"use one of {', '.join(ELASTIC_MODES)})")
+    if t.comm == "graddrop" and t.local_gradients:
+        problems.append("train.local_gradients=true (ranks drift apart between averages, so a "
+                        "rollback could keep only rank 0's model)")
+    if t.backward_passes_per_step != 1:
+        problems.append("train.backward_passes_per_step > 1 (Horovod's local gradient "
+                        "accumulators are not committed)")
+    if t.quantize_bits:
+        problems.append("train.quantize_bits (the re-training residuals and scales are not "
+                        "committed)")
+    if t.time_budget_minutes:
+        problems.append("train.time_budget_minutes (the budget would restart at every reset)")
+    if t.elastic_commit_every < 1:
+        problems.append(f"train.elastic_commit_every={t.elastic_commit_every} (must be >= 1)")
+    if problems:
+        raise ConfigError("--elastic cannot honour " + "; ".join(problems))
+
+
+def create_optimizer_weights(model: keras.Model) -> None:
+    """Create the optimizer's ``iterations``, hyper-parameters and slots now (tf_keras legacy
+    optimizers create them at the first step), so that state can be copied and broadcast."""
+    model.optimizer._create_all_weights(model.trainable_variables)  # noqa: SLF001 - no public API
+
+
+def per_rank_variables(model: keras.Model) -> Set[int]:
+    """ids of the optimizer variables that belong to this process: GradDrop residual slots."""
+    optimizer = model.optimizer
+    if RESIDUAL_SLOT not in optimizer.get_slot_names():
+        return set()
+    return {id(optimizer.get_slot(v, RESIDUAL_SLOT)) for v in model.trainable_variables}
+
+
+_STATE_CLASS: Any = None
+
+
+def state_class(hvd_elastic: Any) -> Any:
+    """``ElasticState``: Horovod's ``KerasState`` (defined on first use: Horovod is optional)."""
+    global _STATE_CLASS
+    if _STATE_CLASS is not None:
+        return _STATE_CLASS
+
+    class ElasticState(hvd_elastic.KerasState):
+        """Horovod's ``KerasState`` for a model rebuilt at every attempt, whose GradDrop
+        residuals stay with their process. Python attributes: ``committed`` (training has
+        begun, so the in-memory commit supersedes the checkpoint on disk) and ``world_size``
+        (of the last commit)."""
+
+        failed_at: Optional[int] = None  # the step a failed attempt had reached (this process)
+
+        def shared_variables(self) -> List[Any]:
+            own = per_rank_variables(self.model)
+            return list(self.model.variables) + [v for v in self.optimizer.variables()
+                                                 if id(v) not in own]
+
+        def sync(self) -> None:
+            """Rank 0's committed state to every worker, residuals excepted."""
+            from horovod.common.elastic import ObjectState  # noqa: PLC0415
+            from horovod.tensorflow import broadcast_variables  # noqa: PLC0415
+
+            broadcast_variables(self.shared_variables(), root_rank=0)
+            self._save_model()
+            ObjectState.sync(self)  # the Python attributes
+
+        def restore(self) -> None:
+            """Back to the last commit (after a failed collective); remembers the step lost."""
+            self.failed_at = int(self.optimizer.iterations.numpy())
+            super().restore()
+
+        def adopt(self, model: keras.Model) -> None:
+            """Move the state into ``model``, freshly built for the new world: the committed
+            values, or (before training has begun) rank 0's values; then commit."""
+            from horovod.tensorflow import broadcast_variables  # noqa: PLC0415
+
+            if (len(model.variables) != len(self._saved_model_state)
+                    or len(model.optimizer.variables()) != len(self._saved_optimizer_state)):
+                raise RuntimeError("elastic: the rebuilt model's variables do not match the "
+                                   "committed state")
+            self.model, self.optimizer = model, model.optimizer
+            if self.committed:
+                self._load_model()
+            else:
+                broadcast_variables(self.shared_variables(), root_rank=0)
+                self.committed = True
+            self.save()
+
+    _STATE_CLASS = ElasticState
+    return ElasticState
+
+
+class ElasticTraining:
+    """The :class:`tf_nmt.training.trainer.TrainHooks` of an elastic run: a fresh context per
+    attempt, the committed state moved into each attempt's model, and the commit callback."""
+
+    def __init__(self, cfg: Config, run_dir: Path, state: Any, hvd: Any, hvd_elastic: Any,
+                 log: Callable[[str], None] = print) -> None:
+        self.cfg, self.run_dir, self.state, self.hvd = cfg, Path(run_dir), state, hvd
+        self.hvd_elastic, self.log = hvd_elastic, log
+        self.attempts = 0
+
+    def context(self) -> distributed.DistContext:
+        hvd = self.hvd
+        return distributed.DistContext(rank=hvd.rank(), size=hvd.size(),
+                                       local_rank=hvd.local_rank(), local_size=hvd.local_size(),
+                                       hvd=hvd)
+
+    def attach(self, model: keras.Model, ctx: distributed.DistContext,
+               log: Callable[[str], None]) -> List[keras.callbacks.Callback]:
+        create_optimizer_weights(model)
+        state, t = self.state, self.cfg.train
+        before = int(state.world_size)
+        failed_at, state.failed_at = state.failed_at, None
+        state.world_size = ctx.size
+        state.adopt(model)
+        self.attempts += 1
+        step = int(model.optimizer.iterations.numpy())
+        peak, warmup = schedules.worker_scaled(t, ctx.size)
+        lost = failed_at - step if failed_at is not None else 0
+        if before != ctx.size:
+            old_peak, old_warmup = schedules.worker_scaled(t, before)
+            log(f"elastic: world size {before} -> {ctx.size}: peak LR {old_peak:.3g} -> "
+                f"{peak:.3g}, warm-up {old_warmup} -> {warmup} steps (worker scaling)")
+        log(f"elastic: attempt {self.attempts} with {ctx.size} workers from committed step {step}"
+            + (f" (rolled back from step {failed_at}: {lost} steps lost)"
+               if failed_at is not None else ""))
+        if ctx.is_chief:
+            self._record({"attempt": self.attempts, "time": time.time(), "world_size": ctx.size,
+                          "previous_world_size": before, "step": step, "failed_at": failed_at,
+                          "steps_lost": lost, "peak_lr": peak, "warmup_steps": warmup,
+                          "commit_every": t.elastic_commit_every})
+        return [self.hvd_elastic.CommitStateCallback(state, batches_per_commit=t.elastic_commit_every)]
+
+    def _record(self, entry: Dict[str, Any]) -> None:
+        path = self.run_dir / ELASTIC_LOG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def read_elastic_log(run_dir: Path) -> List[Dict[str, Any]]:
+    """The attempts recorded in ``run_dir/elastic.jsonl`` (a torn last line is skipped)."""
+    path = Path(run_dir) / ELASTIC_LOG
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return entries
+
+
+def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
+    """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
+    validate_config(cfg)
+    check_elastic_config(cfg)
+    if os.environ.get("HOROVOD_ELASTIC") != "1":
+        raise UsageError("--elastic needs an elastic launch: horovodrun --min-np A --max-np B "
+                         "--host-discovery-script SCRIPT ... tf-nmt train --elastic")
+    from horovod_patches.keras import import_horovod_keras_elastic  # noqa: PLC0415 - optional
+
+    hvd_elastic = import_horovod_keras_elastic()
+    ctx = distributed.init(enabled=True)
+    # The state needs a model before the first attempt (to receive a broadcast when joining a
+    # running job); each attempt then builds its own and the state moves into it.
+    tokenizer = load_tokenizer_for_training(cfg, ctx, log if ctx.is_chief else (lambda _m: None))
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
+    create_optimizer_weights(model)
+    state = state_class(hvd_elastic)(model, committed=False, world_size=ctx.size)
+    hooks = ElasticTraining(cfg, run_dir, state, ctx.hvd, hvd_elastic, log)
+
+    def attempt(_state: Any) -> TrainResult:
+        return train(cfg, Path(run_dir), allow_world_size_change=True, log=log, hooks=hooks)
+
+    return hvd_elastic.run(attempt)(state)
