@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from tf_nmt.config import load_config, preset
 from tf_nmt.distributed import launcher
+from tf_nmt.distributed.comm.settings import MODE_KEYS, keys_used
 from tf_nmt.studies import common
 from tf_nmt.studies.curves import bleu_curve, first_reaching
 from tf_nmt.studies.plotting import save_figure, subplots
@@ -169,6 +170,9 @@ def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
         f"train.drop_ratio={args.drop_ratio}", f"train.average_every={args.average_every}",
         f"train.drop_warmup_steps={args.drop_warmup}", f"train.log_every={max(1, min(50, args.eval_every))}",
         *args.set]
+    train = load_config(None, VARIANTS[mode]).train  # a mode refuses the keys it would ignore
+    ignored = set(MODE_KEYS) - set(keys_used(train.comm, train.local_gradients))
+    overrides = [o for o in overrides if o.split("=", 1)[0][len("train."):] not in ignored]
     return overrides + (single_overrides(args, model) if mode == "single" else [])
 
 

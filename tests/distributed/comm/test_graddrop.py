@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tf_nmt.compat import tf
-from tf_nmt.distributed.comm.graddrop import GradDropExchange, ramped_drop_ratio
+from tf_nmt.distributed.comm.graddrop import GradDropExchange, ramped_drop_ratio, sampling_seed
 from tf_nmt.distributed.comm.settings import CommSettings
 from tf_nmt.ops import densify, grad_drop_global, one_bit_quantize
 
@@ -131,3 +131,55 @@ def test_indexed_slices_gradients_are_densified():
                           tf.constant([6, 2]))
     out = ex.exchange([sl], None, tf.constant(0, tf.int64))[0].numpy()
     np.testing.assert_array_equal(out, tf.convert_to_tensor(sl).numpy())
+
+
+def test_local_gradients_with_two_ranks_match_the_numpy_reference():
+    """N = 2, R = 0.9, non-zero residuals: rank 0 applies C = G - S/N + L/N with G the average
+    of both ranks' sparse sends (the thesis's C = G - S + L, every term divided by N), S its own
+    send and L its dense gradient without the residual. A missing /N is off by S/2 - L/2."""
+    settings = make(local_gradients=True)
+    sent1 = {}
+
+    def record(tensor, name):  # rank 1 alone: remember what it handed to each allgather
+        sent1[name] = tensor
+        return tensor
+
+    step = tf.constant(3, tf.int64)
+    g, res_in = [grads(20), grads(21)], [grads(30), grads(31)]
+    res = [[tf.Variable(r) for r in rank_res] for rank_res in res_in]
+    GradDropExchange(settings, SHAPES, num_ranks=2, gather=record, seed=1).exchange(g[1], res[1], step)
+    both = GradDropExchange(settings, SHAPES, num_ranks=2, seed=0,
+                            gather=lambda t, name: tf.concat([t, sent1[name]], 0))
+    update = flat(both.exchange(g[0], res[0], step)).astype(np.float64)
+    # what each rank sent = (gradient + residual in) - residual out (mass is conserved exactly
+    # in float32, the sum the op takes)
+    s = [((flat(g[r]) + flat(res_in[r])) - flat([v.numpy() for v in res[r]])).astype(np.float64)
+         for r in (0, 1)]
+    assert 0 < np.count_nonzero(s[0]) < 0.2 * s[0].size
+    reference = (s[0] + s[1]) / 2 - s[0] / 2 + flat(g[0]) / 2
+    np.testing.assert_allclose(update, reference, rtol=0, atol=1e-5)
+    assert np.abs(reference - ((s[0] + s[1]) / 2 - s[0] + flat(g[0]))).max() > 0.1
+
+
+def test_sampling_seed_differs_for_every_rank_step_and_tensor():
+    seeds = {int(sampling_seed(rank, step)) + tensor
+             for rank in range(3) for step in (0, 1, 2, 10**6) for tensor in range(5)}
+    assert len(seeds) == 3 * 4 * 5
+    assert int(sampling_seed(1, tf.constant(7, tf.int64))) == int(sampling_seed(1, 7))
+
+
+def test_sampled_threshold_moves_with_the_step_and_repeats_for_the_same_rank_and_step():
+    """Above exact_below (65536 entries) the threshold comes from a seeded sample: step 0 and
+    step 1 keep different sets from the same gradient; the same (rank, step) keeps the same."""
+    shapes = [(300, 300)]
+    g = [tf.constant(np.random.default_rng(0).normal(size=shapes[0]).astype(np.float32))]
+    r = [tf.zeros(shapes[0])]
+
+    def kept(rank, step):
+        ex = GradDropExchange(make(drop_ratio=0.999), shapes, num_ranks=1, seed=rank)
+        return ex.drop(g, r, tf.constant(0.999), tf.constant(step, tf.int64))[0].numpy()
+
+    first = kept(0, 5)
+    np.testing.assert_array_equal(kept(0, 5), first)
+    assert not np.array_equal(kept(0, 6), first)
+    assert not np.array_equal(kept(1, 5), first)

@@ -67,3 +67,34 @@ def test_cli_comm_option_sets_the_key():
         assert build_parser().parse_args(["train", "--run-dir", "r", "--comm", mode]).comm == mode
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--run-dir", "r", "--comm", "topk"])
+
+
+@pytest.mark.parametrize("overrides, option, mode", [
+    (["train.local_gradients=true"], "train.local_gradients", "train.comm=sparse_as_dense"),
+    (["train.comm=dense", "train.one_bit=true"], "train.one_bit", "train.comm=dense"),
+    (["train.comm=fedavg", "train.error_feedback=false"], "train.error_feedback", "train.comm=fedavg"),
+    (["train.comm=bmuf", "train.drop_ratio=0.9"], "train.drop_ratio", "train.comm=bmuf"),
+    (["train.drop_threshold=per_tensor"], "train.drop_threshold", "train.comm=sparse_as_dense"),
+    (["train.comm=fedavg", "train.drop_warmup_steps=0"], "train.drop_warmup_steps", "train.comm=fedavg"),
+    (["train.drop_warmup_shape=geometric"], "train.drop_warmup_shape", "train.comm=sparse_as_dense"),
+    (["train.comm=fedavg", "train.bmuf_block_momentum=0.9"], "train.bmuf_block_momentum",
+     "train.comm=fedavg"),
+    (["train.comm=graddrop", "train.bmuf_block_lr=2"], "train.bmuf_block_lr", "train.comm=graddrop"),
+    (["train.bmuf_nesterov=false"], "train.bmuf_nesterov", "train.comm=sparse_as_dense"),
+    (["train.average_every=100"], "train.average_every", "train.comm=sparse_as_dense"),
+    (["train.comm=graddrop", "train.average_every=100"], "train.average_every",
+     "train.comm=graddrop without train.local_gradients"),
+])
+def test_a_key_the_mode_would_ignore_is_refused_naming_key_and_mode(overrides, option, mode):
+    with pytest.raises(ConfigError, match=f"{option}=.* is ignored by {mode}"):
+        settings(*overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["train.comm=graddrop", "train.local_gradients=true", "train.average_every=10"],
+    ["train.comm=fedavg", "train.average_every=10"],
+    ["train.comm=bmuf", "train.average_every=10", "train.bmuf_block_lr=2", "train.bmuf_nesterov=false"],
+    ["train.comm=sparse_as_dense", "train.drop_ratio=0.99", "train.average_every=500"],  # defaults
+])
+def test_keys_the_mode_reads_and_defaults_elsewhere_are_accepted(overrides):
+    settings(*overrides)

@@ -9,7 +9,12 @@ R = 0 this is exactly dense training.
 
 Local gradients (Aji, Heafield & Bogoychev 2019): each rank applies ``C = G + (L - S) / N``, i.e.
 its own share of the average is its full dense gradient L (without residual) instead of the sparse
-S it sent; ranks then drift apart, so parameters are averaged every P steps (a callback).
+S it sent; ranks then drift apart, so parameters are averaged every P steps (a callback). (The
+thesis writes ``C = G - S + L`` with G, S and L all divided by N; here G is already the average.)
+
+Above ``exact_below`` entries the threshold is estimated from a seeded sample; the seed is
+:func:`sampling_seed` of (rank, step), so every step samples other positions and a resumed run
+samples the ones the uninterrupted run did.
 
 With ``one_bit`` the kept values are 1-bit quantised per column (``one_bit_quantize``, error into
 the residual) and sent as packed sign bits plus each tensor's per-column means.
@@ -47,6 +52,21 @@ def ramped_drop_ratio(step: tf.Tensor, drop_ratio: float, warmup_steps: int,
     return tf.constant(drop_ratio, tf.float32) * frac
 
 
+SEED_STEP_SHIFT = 16  # per-tensor thresholds add the tensor index (< 2**16) to the seed
+SEED_RANK_SHIFT = 48  # steps below 2**32 never reach the rank's bits
+
+
+def sampling_seed(rank: int, step: Any) -> tf.Tensor:
+    """The GradDrop sampling seed (int64 tensor) of ``rank`` at optimizer ``step``.
+
+    Distinct for every (rank, step) (and tensor index with per-tensor thresholds), so the sample
+    that sets the threshold moves every step instead of always being the same ~0.1% of
+    positions; a function of (rank, step) only, so it is reproducible across a resume.
+    """
+    return (tf.constant(rank << SEED_RANK_SHIFT, tf.int64)
+            + tf.cast(step, tf.int64) * (1 << SEED_STEP_SHIFT))
+
+
 def horovod_gather(hvd: Any) -> Gather:
     """Concatenate a tensor from every rank along axis 0 (``hvd.allgather``)."""
     return lambda tensor, name: hvd.allgather(tensor, name=name)
@@ -58,7 +78,10 @@ def local_gather(tensor: tf.Tensor, name: str) -> tf.Tensor:  # noqa: ARG001 - s
 
 
 class GradDropExchange:
-    """Turns this rank's gradients into the exchanged ones; keeps per-step statistics."""
+    """Turns this rank's gradients into the exchanged ones; keeps per-step statistics.
+
+    ``seed`` is the rank: the op's sampling seed is :func:`sampling_seed` of it and the step.
+    """
 
     def __init__(self, settings: CommSettings, shapes: Sequence[tf.TensorShape], num_ranks: int,
                  gather: Gather = local_gather, seed: int = 0) -> None:
@@ -77,9 +100,11 @@ class GradDropExchange:
             self.ratio = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="gd_ratio")
 
     # -- sender -----------------------------------------------------------------------------
-    def drop(self, grads: List[tf.Tensor], residuals: List[tf.Tensor], drop_ratio: tf.Tensor):
-        """(sorted global positions, values to send, new residuals) for this rank."""
-        dropped = grad_drop_global(grads, residuals, drop_ratio, seed=self.seed,
+    def drop(self, grads: List[tf.Tensor], residuals: List[tf.Tensor], drop_ratio: tf.Tensor,
+             step: Any = 0):
+        """(sorted global positions, values to send, new residuals) for this rank at ``step``."""
+        dropped = grad_drop_global(grads, residuals, drop_ratio,
+                                   seed=sampling_seed(self.seed, step),
                                    per_tensor=self.settings.per_tensor)
         positions, values, new_residuals = [], [], []
         for i, (idx, vals, res) in enumerate(dropped):
@@ -146,7 +171,7 @@ class GradDropExchange:
                   else [tf.zeros_like(g) for g in dense])
         ratio = ramped_drop_ratio(step, self.settings.drop_ratio, self.settings.drop_warmup_steps,
                                   self.settings.drop_warmup_shape)
-        positions, values, new_residuals = self.drop(dense, res_in, ratio)
+        positions, values, new_residuals = self.drop(dense, res_in, ratio, step)
         sent = self.encode(positions, values)
         gathered = [self.gather(t, f"graddrop_{i}") for i, t in enumerate(sent)]
         all_positions, all_values = self.decode(gathered)

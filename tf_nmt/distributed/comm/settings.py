@@ -2,11 +2,52 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
 
 from tf_nmt.config import COMM_MODES, ConfigError, TrainConfig
 
 HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
 WARMUP_SHAPES = ("linear", "geometric")  # how the drop ratio ramps up (see ramped_drop_ratio)
+# The train.* keys only some modes read (anything else set there would be silently ignored).
+GRADDROP_KEYS = ("drop_ratio", "drop_threshold", "drop_warmup_steps", "drop_warmup_shape",
+                 "error_feedback", "local_gradients", "one_bit")
+BMUF_KEYS = ("bmuf_block_momentum", "bmuf_block_lr", "bmuf_nesterov")
+AVERAGING_KEYS = ("average_every",)
+MODE_KEYS = GRADDROP_KEYS + BMUF_KEYS + AVERAGING_KEYS
+
+
+def keys_used(mode: str, local_gradients: bool = False) -> Tuple[str, ...]:
+    """The mode-specific ``train.*`` keys ``train.comm=mode`` reads (``average_every`` only when
+    the mode averages parameters: fedavg, bmuf, graddrop with local gradients)."""
+    used: Tuple[str, ...] = ()
+    if mode == "graddrop":
+        used += GRADDROP_KEYS + (AVERAGING_KEYS if local_gradients else ())
+    elif mode in ("fedavg", "bmuf"):
+        used += AVERAGING_KEYS + (BMUF_KEYS if mode == "bmuf" else ())
+    return used
+
+
+_WHERE = ((GRADDROP_KEYS, "train.comm=graddrop"), (BMUF_KEYS, "train.comm=bmuf"),
+          (AVERAGING_KEYS, "train.comm=fedavg, bmuf, or graddrop with train.local_gradients=true"))
+
+
+def _mode_name(t: TrainConfig) -> str:
+    if t.comm == "graddrop" and not t.local_gradients:
+        return "train.comm=graddrop without train.local_gradients"
+    return f"train.comm={t.comm}"
+
+
+def check_unused_keys(t: TrainConfig) -> None:
+    """ConfigError for a mode-specific key set to a non-default value that ``t.comm`` ignores."""
+    used = keys_used(t.comm, t.local_gradients)
+    defaults = TrainConfig()
+    for key in MODE_KEYS:
+        value = getattr(t, key)
+        if key in used or value == getattr(defaults, key):
+            continue
+        where = next(modes for keys, modes in _WHERE if key in keys)
+        raise ConfigError(f"train.{key}={value!r} is ignored by {_mode_name(t)}: it applies to "
+                          f"{where} only; remove it or choose that mode")
 
 
 @dataclass(frozen=True)
@@ -25,6 +66,12 @@ class CommSettings:
     block_momentum: float = 0.5
     block_lr: float = 1.0
     nesterov: bool = True
+
+    @property
+    def per_rank_state(self) -> bool:
+        """Ranks hold state of their own (residuals, local models, optimizer moments, BMUF),
+        which a checkpoint must keep per rank for an exact resume."""
+        return self.mode not in HOROVOD_MODES
 
     @property
     def averages_parameters(self) -> bool:
@@ -52,6 +99,7 @@ def resolve_comm(t: TrainConfig) -> CommSettings:
         raise ConfigError(f"train.bmuf_block_momentum must be in [0, 1), got {t.bmuf_block_momentum}")
     if t.bmuf_block_lr <= 0.0:
         raise ConfigError(f"train.bmuf_block_lr must be > 0, got {t.bmuf_block_lr}")
+    check_unused_keys(t)
     if t.comm not in HOROVOD_MODES and t.backward_passes_per_step != 1:
         raise ConfigError(f"train.comm={t.comm} does not support train.backward_passes_per_step > 1")
     return CommSettings(mode=t.comm, drop_ratio=t.drop_ratio, per_tensor=t.drop_threshold == "per_tensor",
