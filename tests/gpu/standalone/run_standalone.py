@@ -215,11 +215,14 @@ def main() -> int:
     parser.add_argument("--golden", default=os.path.join(ROOT, "build/gpu_golden"))
     parser.add_argument("--bench-sizes", type=int, nargs="*", default=[1_000_000, 100_000_000])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--only", help="run only cases whose name contains this (e.g. under compute-sanitizer)")
     parser.add_argument("--out", help="JSON report (only written after a run on a GPU)")
     args = parser.parse_args()
     lib = load(args.lib)
     with open(os.path.join(args.golden, "cases.json")) as handle:
         cases = json.load(handle)["cases"]
+    if args.only:
+        cases = [c for c in cases if args.only in c["params"].get("name", c["kind"])]
     arr = np.load(os.path.join(args.golden, "golden.npz"))
     failed = []
     for case in cases:
