@@ -86,6 +86,15 @@ class TrainConfig:
     quantize_scale: str = "optimised"  # unscaled | max | optimised
     quantize_biases: bool = False
     quantize_error_feedback: bool = True
+    # Log-quantised matmul inputs (tf_nmt.quantization.activations; thesis Table 7.4): 0 = off,
+    # else B in 1..8 bits (4 in the thesis). Every activation entering a matmul with a weight
+    # matrix becomes +-S * 2^-k, k < 2^(B-1), straight-through gradient; evaluate, translate and
+    # export apply the same. S is FIXED (no per-product fit): a constant, e.g. 1.0 for inputs
+    # that are layer-normalised or LSTM states, or calibrated once on a trained model with
+    # activations.calibrate_scale (the optimised log scale of its recorded matmul inputs) and
+    # then frozen here. Use with quantize_bits=4 (re-trained 4-bit weights).
+    quantize_activations_bits: int = 0
+    quantize_activations_scale: float = 1.0
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
     mixed_precision: bool = False

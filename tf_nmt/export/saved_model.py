@@ -9,6 +9,10 @@ graph, so a client needs only ``tensorflow`` and ``tensorflow_text``::
 
 The export is written to a temporary sibling directory and renamed into place; an existing
 export is never replaced unless ``overwrite`` is set.
+
+A model trained with log-quantised matmul inputs (``train.quantize_activations_bits``) is traced
+with the stock-op quantiser (:class:`tf_nmt.quantization.activations.StockOpsEngine`), bit for
+bit what evaluation computes with the C++ op, so the SavedModel needs no tf_nmt op library.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
+from tf_nmt.quantization.activations import use_engine
 
 
 class Translator(tf.Module):
@@ -67,8 +72,9 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
     export_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
     try:
-        tf.saved_model.save(translator, str(staged / "model"),
-                            signatures={"serving_default": translator.serve})
+        with use_engine("emulated-stock"):  # stock ops only: loads without the tf_nmt op library
+            tf.saved_model.save(translator, str(staged / "model"),
+                                signatures={"serving_default": translator.serve})
         replace_directory_atomically(staged / "model", export_dir, overwrite)
     finally:
         shutil.rmtree(staged, ignore_errors=True)

@@ -1,12 +1,13 @@
 """NMT models behind one interface (see :mod:`tf_nmt.models.base`), built by name."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from tf_nmt.compat import keras
 from tf_nmt.config import ConfigError
 from tf_nmt.models.gnmt import GNMT, GNMT_DEFAULTS
 from tf_nmt.models.transformer import TRANSFORMER_DEFAULTS, Transformer
+from tf_nmt.quantization.activations import ActivationQuantization
 
 MODEL_CLASSES = {"transformer": Transformer, "gnmt": GNMT}
 MODEL_DEFAULTS: Dict[str, Dict[str, Any]] = {"transformer": dict(TRANSFORMER_DEFAULTS),
@@ -23,15 +24,19 @@ def check_model_config(kind: str, hparams: Dict[str, Any]) -> None:
                           f"valid ones: {sorted(MODEL_DEFAULTS[kind])}")
 
 
-def build_model(kind: str, vocab_size: int, **hparams: Any) -> keras.Model:
-    """A new model of ``kind`` ("transformer" or "gnmt"); unset hparams take ``MODEL_DEFAULTS``.
+def build_model(kind: str, vocab_size: int,
+                activation_quantization: Optional[ActivationQuantization] = None,
+                **hparams: Any) -> keras.Model:
+    """A new model of ``kind`` ("transformer" or "gnmt"); unset hparams take ``MODEL_DEFAULTS``;
+    ``activation_quantization`` log-quantises its matmul inputs (None: off).
 
     Raises ConfigError for an unknown kind or hyper-parameter, or a value the model rejects.
     """
     check_model_config(kind, hparams)
     defaults = MODEL_DEFAULTS[kind]
     try:
-        return MODEL_CLASSES[kind](vocab_size, **{**defaults, **hparams})
+        return MODEL_CLASSES[kind](vocab_size, **{**defaults, **hparams},
+                                   activation_quantization=activation_quantization)
     except ValueError as err:  # the layers' own checks of hyper-parameter values
         raise ConfigError(f"model ({kind}): {err}") from err
 

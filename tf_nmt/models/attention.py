@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
 NEG_INF = -1e9
 KeyValue = Tuple[tf.Tensor, tf.Tensor]
@@ -36,6 +37,7 @@ class MultiHeadAttention(keras.layers.Layer):
         num_heads: number of heads.
         dropout: dropout on the attention weights.
         self_attention: fused q/k/v projection (True) or separate q and k/v (cross-attention).
+        activation_quantization: log-quantise the projections' inputs (None: off).
 
     Example:
         >>> mha = MultiHeadAttention(256, 4)
@@ -43,19 +45,21 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0,
-                 self_attention: bool = True, **kwargs) -> None:
+                 self_attention: bool = True,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         if d_model % num_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model, self.num_heads, self.rate = d_model, num_heads, float(dropout)
         self.depth = d_model // num_heads
         self.self_attention = self_attention
+        aq = self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
         if self_attention:
-            self.qkv = keras.layers.Dense(3 * d_model, name="qkv")
+            self.qkv = QuantDense(3 * d_model, aq, name="qkv")
         else:
-            self.q = keras.layers.Dense(d_model, name="q")
-            self.kv = keras.layers.Dense(2 * d_model, name="kv")
-        self.out = keras.layers.Dense(d_model, name="out")
+            self.q = QuantDense(d_model, aq, name="q")
+            self.kv = QuantDense(2 * d_model, aq, name="kv")
+        self.out = QuantDense(d_model, aq, name="out")
         self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
 
     def _split(self, x: tf.Tensor) -> tf.Tensor:
@@ -107,4 +111,5 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self) -> Dict[str, Any]:
         return {**super().get_config(), "d_model": self.d_model, "num_heads": self.num_heads,
-                "dropout": self.rate, "self_attention": self.self_attention}
+                "dropout": self.rate, "self_attention": self.self_attention,
+                "activation_quantization": aq_config(self.activation_quantization)}

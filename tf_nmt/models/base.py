@@ -14,9 +14,10 @@ change, such as encoder outputs): those are tiled once and never gathered again.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.quantization.activations import ActivationQuantization, aq_config
 
 # Fixed project-wide (they match tf_nmt.data.tokenizer; repeated here so that the models do not
 # depend on the tokenizer and its tensorflow-text import).
@@ -26,19 +27,27 @@ State = Dict[str, tf.Tensor]
 
 
 class Seq2SeqModel(keras.Model):
-    """Base class: hyper-parameter bookkeeping and the abstract decoding interface."""
+    """Base class: hyper-parameter bookkeeping and the abstract decoding interface.
+
+    ``activation_quantization`` (``train.quantize_activations_*``, not a hyper-parameter: the
+    weights are the same) log-quantises every matmul input; see
+    :mod:`tf_nmt.quantization.activations`.
+    """
 
     beam_invariant_keys: Tuple[str, ...] = ()
 
-    def __init__(self, vocab_size: int, name: str, hparams: Dict[str, Any]) -> None:
+    def __init__(self, vocab_size: int, name: str, hparams: Dict[str, Any],
+                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
         super().__init__(name=name)
+        self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
         if vocab_size < 4:
             raise ValueError(f"vocab_size must be >= 4 (pad, unk, bos, eos), got {vocab_size}")
         self.vocab_size = int(vocab_size)
         self._hparams = dict(hparams)
 
     def get_config(self) -> Dict[str, Any]:
-        return {"vocab_size": self.vocab_size, **self._hparams}
+        return {"vocab_size": self.vocab_size, **self._hparams,
+                "activation_quantization": aq_config(self.activation_quantization)}
 
     @classmethod
     def from_config(cls, config: Dict[str, Any], custom_objects=None):

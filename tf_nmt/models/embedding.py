@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.quantization.activations import ActivationQuantization, aq_config, quantized_matmul
 
 
 class SharedEmbedding(keras.layers.Layer):
@@ -18,11 +19,14 @@ class SharedEmbedding(keras.layers.Layer):
     sums a sparse and a dense gradient into a dense one). With ``scale`` the
     embeddings are multiplied by sqrt(dim) (Transformer convention; E is initialised with std
     dim^-0.5 so embedded vectors have unit scale while logits stay O(1)).
+    With ``activation_quantization`` the input of ``project`` is log-quantised (fixed scale).
     """
 
     def __init__(self, vocab_size: int, dim: int, scale: bool = False, output_bias: bool = True,
-                 tie_output: bool = True, **kwargs) -> None:
+                 tie_output: bool = True,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.scale = math.sqrt(dim) if scale else None
         self.output_bias, self.tie_output = output_bias, bool(tie_output)
@@ -41,7 +45,8 @@ class SharedEmbedding(keras.layers.Layer):
     def get_config(self) -> Dict[str, Any]:
         return {**super().get_config(), "vocab_size": self.vocab_size, "dim": self.dim,
                 "scale": self.scale is not None, "output_bias": self.output_bias,
-                "tie_output": self.tie_output}
+                "tie_output": self.tie_output,
+                "activation_quantization": aq_config(self.activation_quantization)}
 
     def call(self, ids: tf.Tensor) -> tf.Tensor:
         x = tf.gather(self.embeddings, ids)
@@ -52,7 +57,11 @@ class SharedEmbedding(keras.layers.Layer):
         flat = tf.reshape(h, [-1, self.dim])
         # Under a mixed policy h is bfloat16 while the variables stay float32: compute in h's
         # dtype, return float32 logits (softmax/loss in full precision).
-        logits = tf.matmul(flat, tf.cast(self.output_embeddings, h.dtype), transpose_b=True)
+        if self.activation_quantization is not None:
+            logits = quantized_matmul(flat, self.output_embeddings, self.activation_quantization,
+                                      transpose_w=True)
+        else:
+            logits = tf.matmul(flat, tf.cast(self.output_embeddings, h.dtype), transpose_b=True)
         if self.bias is not None:
             logits = tf.nn.bias_add(logits, tf.cast(self.bias, h.dtype))
         logits = tf.cast(logits, tf.float32)

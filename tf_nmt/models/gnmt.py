@@ -20,6 +20,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding
 from tf_nmt.models.rnn_attention import make_attention
+from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, lstm_layer
 
 GNMT_DEFAULTS: Dict[str, object] = {
     "num_layers": 4, "num_encoder_layers": None, "num_decoder_layers": None, "units": 256,
@@ -35,29 +36,31 @@ class GNMT(Seq2SeqModel):
     def __init__(self, vocab_size: int, num_layers: int = 4, num_encoder_layers: Optional[int] = None,
                  num_decoder_layers: Optional[int] = None, units: int = 256,
                  embedding_dim: Optional[int] = None, attention: str = "luong",
-                 dropout: float = 0.1, output_bias: bool = True, name: str = "gnmt") -> None:
+                 dropout: float = 0.1, output_bias: bool = True, name: str = "gnmt",
+                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
         hparams = dict(num_layers=num_layers, num_encoder_layers=num_encoder_layers,
                        num_decoder_layers=num_decoder_layers, units=units, embedding_dim=embedding_dim,
                        attention=attention, dropout=dropout, output_bias=output_bias)
-        super().__init__(vocab_size, name, hparams)
+        super().__init__(vocab_size, name, hparams, activation_quantization)
+        aq = self.activation_quantization
         n_enc = num_encoder_layers or num_layers
         n_dec = num_decoder_layers or num_layers
         self.units = units
         self.embedding_dim = embedding_dim or units
         self.embedding = SharedEmbedding(vocab_size, self.embedding_dim, output_bias=output_bias,
-                                         name="shared_embedding")
+                                         activation_quantization=aq, name="shared_embedding")
         self.embedding.build(None)
 
-        def lstm(name: str) -> keras.layers.LSTM:
-            return keras.layers.LSTM(units, return_sequences=True, name=name)
+        def lstm(name: str) -> keras.layers.Layer:
+            return lstm_layer(units, aq, name)
 
         self.encoder_forward = lstm("encoder_0_forward")
         self.encoder_backward = lstm("encoder_0_backward")
         self.encoder_layers = [lstm(f"encoder_{i}") for i in range(1, n_enc)]
         self.decoder_layers = [lstm(f"decoder_{i}") for i in range(n_dec)]
-        self.attention = make_attention(attention, units)
-        self.attention_output = keras.layers.Dense(self.embedding_dim, activation="tanh",
-                                                   use_bias=False, name="attention_output")
+        self.attention = make_attention(attention, units, aq)
+        self.attention_output = QuantDense(self.embedding_dim, aq, activation="tanh",
+                                           use_bias=False, name="attention_output")
         self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
 
     def _drop(self, x: tf.Tensor, training) -> tf.Tensor:

@@ -5,24 +5,28 @@ does not redo it; ``call`` takes queries [B,T,q] and returns contexts [B,T,memor
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
 NEG_INF = -1e9
 ATTENTIONS = ("luong", "bahdanau")
 
 
 class LuongAttention(keras.layers.Layer):
-    """score(q, m) = q . (W m)."""
+    """score(q, m) = q . (W m); ``activation_quantization`` log-quantises the projections' inputs."""
 
-    def __init__(self, units: int, **kwargs) -> None:
+    def __init__(self, units: int,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.units = int(units)
-        self.key_proj = keras.layers.Dense(units, use_bias=False, name="key")
+        self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
+        self.key_proj = QuantDense(units, self.activation_quantization, use_bias=False, name="key")
 
     def get_config(self) -> Dict[str, Any]:
-        return {**super().get_config(), "units": self.units}
+        return {**super().get_config(), "units": self.units,
+                "activation_quantization": aq_config(self.activation_quantization)}
 
     def keys(self, memory: tf.Tensor) -> tf.Tensor:
         return self.key_proj(memory)
@@ -38,9 +42,10 @@ class LuongAttention(keras.layers.Layer):
 class BahdanauAttention(LuongAttention):
     """score(q, m) = v . tanh(W m + U q + b)."""
 
-    def __init__(self, units: int, **kwargs) -> None:
-        super().__init__(units, **kwargs)
-        self.query_proj = keras.layers.Dense(units, name="query")
+    def __init__(self, units: int,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
+        super().__init__(units, activation_quantization, **kwargs)
+        self.query_proj = QuantDense(units, self.activation_quantization, name="query")
 
     def build(self, input_shape=None) -> None:
         self.v = self.add_weight("v", [self.units],
@@ -52,9 +57,10 @@ class BahdanauAttention(LuongAttention):
         return tf.reduce_sum(hidden * self.v, axis=-1)
 
 
-def make_attention(kind: str, units: int) -> LuongAttention:
+def make_attention(kind: str, units: int,
+                   activation_quantization: Optional[ActivationQuantization] = None) -> LuongAttention:
     if kind == "luong":
-        return LuongAttention(units, name="attention")
+        return LuongAttention(units, activation_quantization, name="attention")
     if kind == "bahdanau":
-        return BahdanauAttention(units, name="attention")
+        return BahdanauAttention(units, activation_quantization, name="attention")
     raise ValueError(f"attention must be one of {ATTENTIONS}, got {kind!r}")

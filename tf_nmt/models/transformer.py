@@ -13,6 +13,7 @@ from tf_nmt.models.attention import causal_bias, padding_bias
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding, sinusoidal_positions
 from tf_nmt.models.transformer_layers import DecoderLayer, EncoderLayer
+from tf_nmt.quantization.activations import ActivationQuantization
 
 TRANSFORMER_DEFAULTS: Dict[str, object] = {
     "num_layers": 3, "num_encoder_layers": None, "num_decoder_layers": None, "d_model": 256,
@@ -28,19 +29,22 @@ class Transformer(Seq2SeqModel):
                  num_decoder_layers: Optional[int] = None, d_model: int = 256, num_heads: int = 4,
                  ff_dim: int = 1024, dropout: float = 0.1, attention_dropout: float = 0.0,
                  norm: str = "pre", output_bias: bool = True, tie_embeddings: bool = True,
-                 name: str = "transformer") -> None:
+                 name: str = "transformer",
+                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
         hparams = dict(num_layers=num_layers, num_encoder_layers=num_encoder_layers,
                        num_decoder_layers=num_decoder_layers, d_model=d_model, num_heads=num_heads,
                        ff_dim=ff_dim, dropout=dropout, attention_dropout=attention_dropout,
                        norm=norm, output_bias=output_bias, tie_embeddings=tie_embeddings)
-        super().__init__(vocab_size, name, hparams)
+        super().__init__(vocab_size, name, hparams, activation_quantization)
+        aq = self.activation_quantization
         n_enc = num_encoder_layers or num_layers
         n_dec = num_decoder_layers or num_layers
         self.d_model, self.num_heads = d_model, num_heads
         self.embedding = SharedEmbedding(vocab_size, d_model, scale=True, output_bias=output_bias,
-                                         tie_output=tie_embeddings, name="shared_embedding")
+                                         tie_output=tie_embeddings, activation_quantization=aq,
+                                         name="shared_embedding")
         self.embedding.build(None)
-        args = (d_model, num_heads, ff_dim, dropout, attention_dropout, norm)
+        args = (d_model, num_heads, ff_dim, dropout, attention_dropout, norm, aq)
         self.encoder_layers = [EncoderLayer(*args, name=f"encoder_{i}") for i in range(n_enc)]
         self.decoder_layers = [DecoderLayer(*args, name=f"decoder_{i}") for i in range(n_dec)]
         self.pre_norm = norm == "pre"

@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.models.attention import KeyValue, MultiHeadAttention
+from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
 NORMS = ("pre", "post")
 
@@ -58,30 +59,37 @@ class FeedForward(keras.layers.Layer):
     Args:
         d_model: input and output width.
         ff_dim: hidden width.
+        activation_quantization: log-quantise both Dense inputs (None: off).
     """
 
-    def __init__(self, d_model: int, ff_dim: int, **kwargs) -> None:
+    def __init__(self, d_model: int, ff_dim: int,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.d_model, self.ff_dim = int(d_model), int(ff_dim)
-        self.inner = keras.layers.Dense(ff_dim, activation="relu", name="inner")
-        self.outer = keras.layers.Dense(d_model, name="outer")
+        aq = self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
+        self.inner = QuantDense(ff_dim, aq, activation="relu", name="inner")
+        self.outer = QuantDense(d_model, aq, name="outer")
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
         return self.outer(self.inner(x))
 
     def get_config(self) -> Dict[str, Any]:
-        return {**super().get_config(), "d_model": self.d_model, "ff_dim": self.ff_dim}
+        return {**super().get_config(), "d_model": self.d_model, "ff_dim": self.ff_dim,
+                "activation_quantization": aq_config(self.activation_quantization)}
 
 
 class _Block(keras.layers.Layer):
     """Shared by the encoder and decoder layers: their hyper-parameters and residual build."""
 
     def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
-                 attention_dropout: float, norm: str, **kwargs) -> None:
+                 attention_dropout: float, norm: str,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
         self._block_config = {"d_model": int(d_model), "num_heads": int(num_heads),
                               "ff_dim": int(ff_dim), "dropout": float(dropout),
-                              "attention_dropout": float(attention_dropout), "norm": norm}
+                              "attention_dropout": float(attention_dropout), "norm": norm,
+                              "activation_quantization": aq_config(self.activation_quantization)}
 
     def unrouted(self) -> Tuple[keras.layers.Layer, ...]:
         """Sub-layers used through helper methods rather than ``__call__``, built here."""
@@ -103,6 +111,7 @@ class EncoderLayer(_Block):
         d_model, num_heads, ff_dim: widths and number of attention heads.
         dropout, attention_dropout: residual and attention-weight dropout rates.
         norm: "pre" or "post" layer normalisation.
+        activation_quantization: log-quantise every matmul input (None: off).
 
     Example:
         >>> layer = EncoderLayer(256, 4, 1024, 0.1, 0.0, "pre")
@@ -110,10 +119,14 @@ class EncoderLayer(_Block):
     """
 
     def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
-                 attention_dropout: float, norm: str, **kwargs) -> None:
-        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm, **kwargs)
-        self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout, name="self_attention")
-        self.ffn = FeedForward(d_model, ff_dim, name="ffn")
+                 attention_dropout: float, norm: str,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
+        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm,
+                         activation_quantization, **kwargs)
+        aq = self.activation_quantization
+        self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
+                                            activation_quantization=aq, name="self_attention")
+        self.ffn = FeedForward(d_model, ff_dim, aq, name="ffn")
         self.res1 = Residual(norm, dropout, name="res_attention")
         self.res2 = Residual(norm, dropout, name="res_ffn")
 
@@ -133,13 +146,17 @@ class DecoderLayer(_Block):
     """
 
     def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
-                 attention_dropout: float, norm: str, **kwargs) -> None:
-        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm, **kwargs)
+                 attention_dropout: float, norm: str,
+                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
+        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm,
+                         activation_quantization, **kwargs)
+        aq = self.activation_quantization
         self.self_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
-                                                 name="self_attention")
+                                                 activation_quantization=aq, name="self_attention")
         self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
-                                                  self_attention=False, name="cross_attention")
-        self.ffn = FeedForward(d_model, ff_dim, name="ffn")
+                                                  self_attention=False, activation_quantization=aq,
+                                                  name="cross_attention")
+        self.ffn = FeedForward(d_model, ff_dim, aq, name="ffn")
         self.res1 = Residual(norm, dropout, name="res_self")
         self.res2 = Residual(norm, dropout, name="res_cross")
         self.res3 = Residual(norm, dropout, name="res_ffn")

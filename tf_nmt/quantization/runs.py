@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Tuple
 from tf_nmt.compat import keras
 from tf_nmt.config import Config, config_from_dict
 from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.quantization.activations import from_train_config
 from tf_nmt.quantization.packed_file import PackedFileError, PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import (assign_entries, model_weights, quantize_weights,
@@ -34,7 +35,8 @@ def model_from_packed(packed: PackedModel) -> Tuple[keras.Model, SubwordTokenize
         raise PackedFileError("this packed model carries no config/vocabulary, so it cannot be rebuilt")
     cfg = config_from_dict(packed.config)
     tokenizer = SubwordTokenizer(packed.vocab_proto)
-    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams)
+    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
+                                    activation_quantization=from_train_config(cfg.train))
     assign_entries(model, packed.entries, packed.policy)
     return model, tokenizer, cfg
 

@@ -21,6 +21,7 @@ import numpy as np
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.export.saved_model import directory_bytes, save_translator
+from tf_nmt.quantization.activations import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
 from tf_nmt.quantization.packing import pack_codes, unpack_codes_tf
@@ -103,7 +104,8 @@ class PackedTranslator(tf.Module):
                 hyps, _ = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty)
                 return {"translations": tokenizer.detokenize(hyps[:, 0, :])}
 
-        concrete = serve.get_concrete_function()
+        with use_engine("emulated-stock"):  # quantised matmul inputs with stock ops only
+            concrete = serve.get_concrete_function()
         leaked = [v.name for v in concrete.graph.variables if v.ref() in model_vars]
         if leaked:
             raise RuntimeError(f"the serving graph still reads float32 model variables {leaked}")

@@ -99,6 +99,7 @@ def check_async_config(t: TrainConfig) -> None:
         "mixed_precision": "it trains in float32",
         "comm": "gradients go to the parameter server, not through Horovod",
         "quantize_bits": "it does not re-train under quantisation",
+        "quantize_activations_bits": "it does not quantise matmul inputs",
         "init_from": "it starts from a fresh initialisation",
         "schedule_implementation": "the schedule runs on the parameter server in Python",
     }

@@ -22,6 +22,7 @@ from tf_nmt.config import Config, load_config
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
+from tf_nmt.quantization.activations import ActivationQuantization, from_train_config
 from tf_nmt.utils.io import write_json_atomic
 
 
@@ -109,8 +110,13 @@ def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[
 
 
 def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, Any],
-                            policy: str = "float32") -> keras.Model:
+                            policy: str = "float32",
+                            activation_quantization: Optional[ActivationQuantization] = None
+                            ) -> keras.Model:
     """A new model of ``kind`` with its variables created (called once on dummy inputs).
+
+    ``activation_quantization`` (from ``train.quantize_activations_*``, see
+    :func:`tf_nmt.quantization.activations.from_train_config`) log-quantises its matmul inputs.
 
     ``policy`` is the Keras dtype policy ("float32" or "mixed_bfloat16"). It is set only while
     the layers are constructed and called (layers keep the policy they were built with), so the
@@ -119,7 +125,7 @@ def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, An
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)
     try:
-        model = build_model(kind, vocab_size, **dict(hparams))
+        model = build_model(kind, vocab_size, activation_quantization, **dict(hparams))
         model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
     finally:
         keras.mixed_precision.set_global_policy(previous)
@@ -128,7 +134,8 @@ def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, An
 
 def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
                        ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
-    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` or the latest."""
+    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` or the latest;
+    the model quantises its matmul inputs as the run was trained to (``train.quantize_activations_*``)."""
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
@@ -136,7 +143,8 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
     cfg = load_config(run.config_path)
     tokenizer = SubwordTokenizer.load(run.vocab_path)
-    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams)
+    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
+                                    activation_quantization=from_train_config(cfg.train))
     prefix = checkpoint or run.latest_checkpoint()
     if prefix is None:
         raise RunDirError(f"no checkpoint in {run.checkpoints}")

@@ -24,7 +24,7 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.models import check_model_config
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
-from tf_nmt.quantization import retrain
+from tf_nmt.quantization import activations, retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import make_checkpoint, make_manager
@@ -80,13 +80,15 @@ def validate_config(cfg: Config) -> None:
         raise ConfigError("train.mixed_precision is supported for the transformer only")
     schedules.from_config(cfg.train)
     comm.resolve_comm(cfg.train)
+    activations.from_train_config(cfg.train)
 
 
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
     """The configured model with its variables created, under the configured dtype policy."""
     validate_config(cfg)
     policy = "mixed_bfloat16" if cfg.train.mixed_precision else "float32"
-    return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy)
+    return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
+                                   activation_quantization=activations.from_train_config(cfg.train))
 
 
 def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) -> SubwordTokenizer:
