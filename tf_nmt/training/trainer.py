@@ -29,7 +29,7 @@ from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import make_checkpoint, make_manager
 from tf_nmt.training.optimizers import build_optimizer
-from tf_nmt.training import schedules
+from tf_nmt.training import precision, schedules
 from tf_nmt.training.run import RunDir, build_initialised_model, check_resume, run_meta
 
 
@@ -68,6 +68,9 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     optimizer = build_optimizer(t, schedules.from_config(t, ctx.size))
     optimizer = comm.wrap_optimizer(optimizer, comm.resolve_comm(t), ctx,
                                     backward_passes_per_step=t.backward_passes_per_step)
+    # Loss scaling (float16 GPUs only) wraps the communication: scaled gradients are averaged,
+    # then unscaled and checked for overflow.
+    optimizer = precision.wrap_optimizer(optimizer, precision.policy_for_device(t.mixed_precision))
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
                   metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
     return model
@@ -86,7 +89,7 @@ def validate_config(cfg: Config) -> None:
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
     """The configured model with its variables created, under the configured dtype policy."""
     validate_config(cfg)
-    policy = "mixed_bfloat16" if cfg.train.mixed_precision else "float32"
+    policy = precision.policy_for_device(cfg.train.mixed_precision)  # bf16 on CPUs and Ampere+
     return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
                                    activation_quantization=activations.from_train_config(cfg.train))
 
