@@ -14,6 +14,9 @@ hvd-vs-single      BLEU of N Horovod ranks against one process, same batch      
 quantization       log-quantised models: scale, bits, re-training, export          :mod:`.quantization`
 transfer           parent-to-child initialisation, steps to a dev BLEU threshold   :mod:`.transfer`
 async              sync vs async SGD vs async with global accumulation             :mod:`.asynchronous`
+lowprec-kernels    ns per 128-element dot: fp32, int8 VNNI, log shift16/lut8      :mod:`.lowprec_bench`
+lowprec-translate  sentences/s and BLEU with fp32, int8, log-space matmuls        :mod:`.lowprec_translate`
+chaos              elastic run with random worker kills, resume, bad inputs        :mod:`.chaos`
 =================  ============================================================  ===========================
 
 Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
@@ -35,7 +38,10 @@ STUDIES: Dict[str, str] = {
     "quantization": "tf_nmt.studies.quantization",
     "transfer": "tf_nmt.studies.transfer",
     "async": "tf_nmt.studies.asynchronous",
+    "lowprec-kernels": "tf_nmt.studies.lowprec_bench",
+    "lowprec-translate": "tf_nmt.studies.lowprec_translate",
     "scaling": "tf_nmt.studies.scaling",
+    "chaos": "tf_nmt.studies.chaos",
 }
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from tf_nmt import distributed
-from tf_nmt.compat import keras
+from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
 from tf_nmt.errors import UsageError
@@ -73,6 +73,18 @@ def create_optimizer_weights(model: keras.Model) -> None:
     model.optimizer._create_all_weights(model.trainable_variables)  # noqa: SLF001 - no public API
 
 
+def optimizer_variables(model: keras.Model) -> List[Any]:
+    """The optimizer's variables in an order every process agrees on: ``iterations``, then each
+    slot (by name) of each trainable variable. ``optimizer.variables()`` is in creation order,
+    which differs between a model whose slots were restored from a checkpoint and one whose
+    slots were created fresh, so it cannot pair values across models or processes."""
+    opt = model.optimizer
+    ordered = [opt.iterations] + [opt.get_slot(v, name) for name in sorted(opt.get_slot_names())
+                                  for v in model.trainable_variables]
+    seen = {id(v) for v in ordered}
+    return ordered + [v for v in opt.variables() if id(v) not in seen]
+
+
 def per_rank_variables(model: keras.Model) -> Set[int]:
     """ids of the optimizer variables that belong to this process: GradDrop residual slots."""
     optimizer = model.optimizer
@@ -100,8 +112,18 @@ def state_class(hvd_elastic: Any) -> Any:
 
         def shared_variables(self) -> List[Any]:
             own = per_rank_variables(self.model)
-            return list(self.model.variables) + [v for v in self.optimizer.variables()
+            return list(self.model.variables) + [v for v in optimizer_variables(self.model)
                                                  if id(v) not in own]
+
+        def _save_model(self) -> None:
+            self._saved_model_state = [tf.identity(v) for v in self.model.variables]
+            self._saved_optimizer_state = [tf.identity(v) for v in optimizer_variables(self.model)]
+
+        def _load_model(self) -> None:
+            pairs = (list(zip(self.model.variables, self._saved_model_state))
+                     + list(zip(optimizer_variables(self.model), self._saved_optimizer_state)))
+            for var, value in pairs:
+                var.assign(value)
 
         def sync(self) -> None:
             """Rank 0's committed state to every worker, residuals excepted."""
@@ -123,7 +145,7 @@ def state_class(hvd_elastic: Any) -> Any:
             from horovod.tensorflow import broadcast_variables  # noqa: PLC0415
 
             if (len(model.variables) != len(self._saved_model_state)
-                    or len(model.optimizer.variables()) != len(self._saved_optimizer_state)):
+                    or len(optimizer_variables(model)) != len(self._saved_optimizer_state)):
                 raise RuntimeError("elastic: the rebuilt model's variables do not match the "
                                    "committed state")
             self.model, self.optimizer = model, model.optimizer
