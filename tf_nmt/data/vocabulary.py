@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, List, Tuple
 
+from tf_nmt.data.corpus import read_parallel
 from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from tf_nmt.utils.io import write_bytes_atomic
 
@@ -20,8 +21,6 @@ def vocab_path(data_dir: Path, vocab_size: int) -> Path:
 
 def load_split(data_dir: Path, split: str) -> List[Tuple[str, str]]:
     """(English, German) pairs of a prepared split, validated line by line."""
-    from tf_nmt.data.corpus import read_parallel
-
     base = corpus_dir(data_dir)
     src, tgt = base / f"{split}.en", base / f"{split}.de"
     if not src.is_file() or not tgt.is_file():

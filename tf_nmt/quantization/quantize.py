@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tf_nmt import ops
 from tf_nmt.compat import tf
 from tf_nmt.quantization.codec import decode_np
 from tf_nmt.quantization.packing import packed_size
@@ -47,8 +48,6 @@ class TensorEntry:
 
 
 def _quantizer(kind: str):
-    from tf_nmt import ops
-
     return ops.LOG if kind == "log" else ops.FIXED
 
 

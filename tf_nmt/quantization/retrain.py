@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
+from tf_nmt import ops
 from tf_nmt.compat import keras, tf
 from tf_nmt.quantization.policy import QuantPolicy
 
@@ -24,8 +25,6 @@ class QuantizedRetraining(keras.callbacks.Callback):
 
     def __init__(self, model: keras.Model, policy: QuantPolicy, error_feedback: bool = True) -> None:
         super().__init__()
-        from tf_nmt import ops
-
         self.policy = policy
         self.error_feedback = error_feedback
         self.quantizer = ops.LOG if policy.kind == "log" else ops.FIXED

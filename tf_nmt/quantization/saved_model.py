@@ -20,7 +20,9 @@ import numpy as np
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.evaluation.translate import source_ids
 from tf_nmt.export.saved_model import directory_bytes, save_translator
+from tf_nmt.models.decoding import beam_search
 from tf_nmt.quantization.activations import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
@@ -64,9 +66,6 @@ class PackedTranslator(tf.Module):
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                  beam_size: int, length_penalty: float, max_source_length: int = 256) -> None:
         super().__init__(name="packed_translator")
-        from tf_nmt.evaluation.translate import source_ids
-        from tf_nmt.models.decoding import beam_search
-
         check_matches(model, packed.entries)
         policy = packed.policy
         self.tokenizer = tokenizer
