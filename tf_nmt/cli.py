@@ -84,7 +84,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=args.checkpoint,
                           data_dir=args.data_dir, beam_size=args.beam_size,
-                          length_penalty=args.length_penalty, limit=args.limit)
+                          length_penalty=args.length_penalty, limit=args.limit,
+                          engine="lowprec" if args.lowprec else "emulated")
     if args.output_json:
         write_json_atomic(Path(args.output_json), report)
     return 0
@@ -100,6 +101,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from tf_nmt.compat import tf
 
     lines = _read_lines(args.input)
+    if args.export_dir and args.lowprec:
+        raise UsageError("--lowprec translates from --run-dir (the export runs stock ops)")
     if args.export_dir:
         import tensorflow_text  # noqa: F401  (SentencePiece ops)
 
@@ -115,12 +118,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
         outputs = outputs[:len(lines)]
     else:
         from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+        from tf_nmt.quantization.activations import inference_engine, use_engine
         from tf_nmt.training.run import load_trained_model
 
         model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
         fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
                                cfg.decode.length_penalty)
-        outputs = translate_texts(fn, tokenizer, lines, args.batch_size)
+        with use_engine(inference_engine(model, "lowprec" if args.lowprec else "emulated")):
+            outputs = translate_texts(fn, tokenizer, lines, args.batch_size)
     text = "\n".join(outputs) + ("\n" if outputs else "")
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -152,6 +157,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                               beam_size=args.beam_size or cfg.decode.beam_size,
                               length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite)
     print(f"exported SavedModel to {path} (signature serving_default: texts -> translations)")
+    quant = getattr(model, "activation_quantization", None)
+    if quant is not None:
+        print(f"matmul inputs log-quantised ({quant.bits} bits, fixed scale {quant.scale:g}) with "
+              "stock TensorFlow ops, as evaluated: serving needs no tf_nmt op library")
     return 0
 
 
@@ -197,6 +206,10 @@ def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> 
     p.add_argument("--scale", default="optimised", choices=["unscaled", "max", "optimised"])
     p.add_argument("--quantize-biases", action="store_true",
                    help="also quantise biases and layer-norm vectors (default: keep them float32)")
+
+
+LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowprec, 4-bit codes; "
+                "needs a run trained with train.quantize_activations_bits=4 and the tf_nmt op library)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float)
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.add_argument("--output-json", type=Path)
+    p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("translate", help="translate lines of English text (file or stdin)")
@@ -269,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="output file (default stdout)")
     p.add_argument("--beam-size", type=int)
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("export", help="write a string-to-string SavedModel")

@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, Optional
 from tf_nmt.data.vocabulary import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.quantization.activations import inference_engine, use_engine
 from tf_nmt.training.run import load_trained_model
 from tf_nmt.utils.io import write_bytes_atomic
 
@@ -15,9 +16,12 @@ from tf_nmt.utils.io import write_bytes_atomic
 def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] = None,
                  data_dir: Optional[Path] = None, beam_size: Optional[int] = None,
                  length_penalty: Optional[float] = None, limit: int = 0,
-                 log: Callable[[str], None] = print) -> Dict[str, Any]:
-    """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``)."""
+                 log: Callable[[str], None] = print, engine: str = "emulated") -> Dict[str, Any]:
+    """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``);
+    ``engine`` runs its quantised matmuls (:data:`tf_nmt.quantization.activations.ENGINES`, e.g.
+    ``"lowprec"``: the log-space kernels)."""
     model, tokenizer, cfg = load_trained_model(run_dir, checkpoint)
+    matmuls = inference_engine(model, engine)
     pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
     if limit:
         pairs = pairs[:limit]
@@ -26,13 +30,15 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     alpha = cfg.decode.length_penalty if length_penalty is None else length_penalty
     translate_fn = make_translate_fn(model, tokenizer, beam, alpha)
     start = time.perf_counter()
-    hypotheses = translate_texts(translate_fn, tokenizer, sources, cfg.decode.batch_size)
+    with use_engine(matmuls):
+        hypotheses = translate_texts(translate_fn, tokenizer, sources, cfg.decode.batch_size)
     seconds = time.perf_counter() - start
     write_bytes_atomic(Path(run_dir) / f"{split}.hyp.de", ("\n".join(hypotheses) + "\n").encode())
     bleu = corpus_bleu(hypotheses, references)
     chrf = corpus_chrf(hypotheses, references)
     baseline = copy_baseline(sources, references)
-    log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha})")
+    log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha}, "
+        f"matmuls: {matmuls.name})")
     log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
     log(f"chrF = {chrf.score:.2f}")
     log(f"copy-the-source baseline BLEU = {baseline.score:.2f}")
@@ -40,5 +46,6 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     return {"split": split, "sentences": len(pairs), "bleu": bleu.score, "bleu_text": bleu.text,
             "signature": bleu.signature, "chrf": chrf.score, "copy_baseline_bleu": baseline.score,
             "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
+            "matmul_engine": matmuls.name,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}

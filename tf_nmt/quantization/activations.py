@@ -235,14 +235,16 @@ class Int8Engine(_PreparedWeights):
     def _prepare(self, w_nk: np.ndarray) -> Tuple[tf.Tensor, float]:
         m = max(float(np.max(np.abs(w_nk))) if w_nk.size else 0.0, 1e-30)
         q = tf.quantization.quantize(tf.constant(w_nk.T), -m, m, tf.quint8, mode="MIN_FIRST")
-        return q.output, m
+        # kept as uint8: quantized dtypes cannot cross a while loop (no NextIteration kernel)
+        return tf.bitcast(q.output, tf.uint8), m
 
     def matmul(self, x, w, quant, transpose_w):
         w_q, m = self.prepared(w, transpose_w)
         s = quant.scale
         x_q = tf.quantization.quantize(tf.clip_by_value(tf.cast(x, tf.float32), -s, s), -s, s,
                                        tf.quint8, mode="MIN_FIRST")
-        acc, lo, hi = tf.raw_ops.QuantizedMatMul(a=x_q.output, b=w_q, min_a=x_q.output_min,
+        acc, lo, hi = tf.raw_ops.QuantizedMatMul(a=x_q.output, b=tf.bitcast(w_q, tf.quint8),
+                                                 min_a=x_q.output_min,
                                                  max_a=x_q.output_max, min_b=-m, max_b=m,
                                                  Toutput=tf.qint32)
         return tf.cast(tf.quantization.dequantize(acc, lo, hi, mode="MIN_FIRST"), x.dtype)
@@ -296,6 +298,20 @@ def use_engine(engine: Union[str, MatMulEngine]) -> Iterator[MatMulEngine]:
 
 
 _DEFAULT = MatMulEngine()
+
+
+def inference_engine(model: keras.Model, name: str) -> MatMulEngine:
+    """A new engine ``name`` for translating with ``model``; ConfigError when ``"lowprec"`` or
+    ``"int8"`` is asked of a model that was not trained with quantised (4-bit, for lowprec)
+    matmul inputs: both need its fixed activation scale."""
+    if name not in ENGINES:
+        raise ConfigError(f"unknown matmul engine {name!r}; valid: {sorted(ENGINES)}")
+    quant = getattr(model, "activation_quantization", None)
+    if name in ("lowprec", "int8") and (quant is None or (name == "lowprec" and quant.bits != 4)):
+        raise ConfigError(f"{name} inference needs a run trained with "
+                          "train.quantize_activations_bits=4 (and --quantize-bits 4 weights); "
+                          f"this one has {'no activation quantisation' if quant is None else quant}")
+    return ENGINES[name]()
 
 
 def quantized_matmul(x: tf.Tensor, w: tf.Variable, quant: Optional[ActivationQuantization],
