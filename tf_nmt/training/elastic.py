@@ -241,6 +241,18 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     hooks = ElasticTraining(cfg, run_dir, state, ctx.hvd, hvd_elastic, log)
 
     def attempt(_state: Any) -> TrainResult:
-        return train(cfg, Path(run_dir), allow_world_size_change=True, log=log, hooks=hooks)
+        from horovod.common.exceptions import HorovodInternalError  # noqa: PLC0415
 
-    return hvd_elastic.run(attempt)(state)
+        try:
+            return train(cfg, Path(run_dir), allow_world_size_change=True, log=log, hooks=hooks)
+        except tf.errors.UnknownError as e:
+            # Horovod recognises a failed collective only by its default op name; ours are
+            # named (graddrop_0, ...), and it would return None for anything else.
+            if "Horovod" in str(e):
+                raise HorovodInternalError(e) from e
+            raise
+
+    result = hvd_elastic.run(attempt)(state)
+    if result is None:
+        raise RuntimeError("elastic: the training attempt ended without a result")
+    return result
