@@ -51,3 +51,27 @@ def test_checkpoints_without_meta_are_refused(tmp_path):
     (run.checkpoints / "checkpoint").write_text("x")
     with pytest.raises(RunDirError, match="no meta.json"):
         check_resume(run, META)
+
+
+def test_a_corrupt_checkpoint_is_a_run_dir_error(tmp_path):
+    """Truncated checkpoint data must give one clear error, not a traceback from the reader."""
+    from tests.helpers import toy_pairs
+    from tf_nmt.config import Config
+    from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
+    from tf_nmt.compat import tf
+    from tf_nmt.training.run import build_initialised_model, load_trained_model
+
+    cfg = Config()
+    cfg.model.hparams = {"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32}
+    tokenizer = SubwordTokenizer(train_sentencepiece([t for p in toy_pairs() for t in p] * 10, 300))
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    cfg.save(run.config_path)
+    tokenizer.save(run.vocab_path)
+    model = build_initialised_model("transformer", tokenizer.vocab_size, cfg.model.hparams)
+    prefix = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run.checkpoints), 1).save()
+    assert load_trained_model(run.root)[0] is not None
+    data = sorted(run.checkpoints.glob("ckpt-*.data-*"))[0]
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 3])
+    with pytest.raises(RunDirError, match=f"cannot restore checkpoint {prefix}"):
+        load_trained_model(run.root)

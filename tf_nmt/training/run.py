@@ -150,5 +150,10 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
         raise RunDirError(f"no checkpoint in {run.checkpoints}")
     if not Path(f"{prefix}.index").is_file():
         raise RunDirError(f"checkpoint {prefix} not found (no {prefix}.index)")
-    tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+    try:
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial() \
+            .assert_existing_objects_matched()
+    except (tf.errors.OpError, IndexError, AssertionError) as err:  # truncated, corrupt, foreign
+        raise RunDirError(f"cannot restore checkpoint {prefix} into the {cfg.model.kind} model of "
+                          f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
     return model, tokenizer, cfg
