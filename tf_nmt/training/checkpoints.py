@@ -1,8 +1,16 @@
-"""Checkpointing: keep-N managed checkpoints, restore, and averaging of the last N.
+"""Checkpointing: keep-N managed checkpoints, per-rank training state, restore, and averaging
+of the last N.
 
 tf.train.CheckpointManager writes the data files first and only then rewrites the small
 ``checkpoint`` state file (atomically, by rename), so a crash mid-write never leaves a "latest"
 pointer to a partial checkpoint.
+
+A run has the chief's checkpoints, ``checkpoints/ckpt-N`` (rank 0's model, optimizer state and
+the mode's state: what evaluation, export and transfer load), and, where ranks hold state of
+their own (``CommSettings.rank_checkpoints``: graddrop, fedavg, bmuf), every rank's own
+``checkpoints/rank-<r>/ckpt-N`` written at the same steps: its model, optimizer state with its
+GradDrop residuals, BMUF's W and Δ, as training continues from them. A resume restores each
+rank from its own (:func:`restore_training_state`).
 """
 from __future__ import annotations
 
@@ -10,22 +18,74 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.distributed.context import DistContext
+
+RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
 
 
-def make_checkpoint(model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer] = None
-                    ) -> tf.train.Checkpoint:
-    if optimizer is None:
-        return tf.train.Checkpoint(model=model)
-    return tf.train.Checkpoint(model=model, optimizer=optimizer)
+def make_checkpoint(model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer] = None,
+                    **state: Any) -> tf.train.Checkpoint:
+    """The model, its optimizer (when given) and further named trackables (``state``)."""
+    if optimizer is not None:
+        state["optimizer"] = optimizer
+    return tf.train.Checkpoint(model=model, **state)
 
 
 def make_manager(checkpoint: tf.train.Checkpoint, directory: Path, keep: int) -> tf.train.CheckpointManager:
     return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
+
+
+def rank_directory(checkpoints: Path, rank: int) -> Path:
+    """Where ``rank`` keeps its own training state: ``<checkpoints>/rank-<r>``."""
+    return Path(checkpoints) / RANK_DIR.format(rank=rank)
+
+
+def make_rank_manager(checkpoint: tf.train.Checkpoint, checkpoints: Path, rank: int,
+                      keep: int) -> tf.train.CheckpointManager:
+    """The manager of ``rank``'s own checkpoints. It keeps at least two, so that after a crash
+    between two ranks' saves of step N every rank still holds the step before."""
+    return make_manager(checkpoint, rank_directory(checkpoints, rank), max(keep, 2))
+
+
+def _step_of(prefix: Optional[str]) -> int:
+    return int(prefix.rsplit("-", 1)[1]) if prefix else -1
+
+
+def _min_over_ranks(value: int, ctx: DistContext, name: str) -> int:
+    if not ctx.distributed:
+        return value
+    return int(ctx.hvd.allreduce(tf.constant(value, tf.int64), op=ctx.hvd.Min, name=name).numpy())
+
+
+def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager,
+                           rank_manager: Optional[tf.train.CheckpointManager], ctx: DistContext,
+                           log: Callable[[str], None] = print) -> str:
+    """Restore ``checkpoint`` for a resume (every rank calls it); returns the prefix restored.
+
+    With ``rank_manager`` every rank restores its own checkpoint of the newest step all ranks
+    hold (agreed by an allreduce; after a crash between two ranks' saves that is the step
+    before). When some rank has none (a run written before per-rank checkpoints, or with
+    another world size), every rank restores the chief's newest checkpoint, i.e. rank 0's
+    state, GradDrop residuals included, and the chief says so.
+    """
+    if rank_manager is not None:
+        step = _min_over_ranks(_step_of(rank_manager.latest_checkpoint), ctx, "resume_step")
+        prefix = str(Path(rank_manager.directory) / f"ckpt-{step}")
+        held = step >= 0 and Path(f"{prefix}.index").is_file()
+        if _min_over_ranks(int(held), ctx, "resume_held"):
+            checkpoint.restore(prefix).assert_existing_objects_matched()
+            return prefix
+        log("not every rank has checkpoints of its own under "
+            f"{Path(rank_manager.directory).parent}/{RANK_DIR.format(rank='<r>')}: every rank "
+            "resumes from rank 0's state (its GradDrop residuals and local model included)")
+    prefix = manager.latest_checkpoint
+    checkpoint.restore(prefix).assert_existing_objects_matched()
+    return prefix
 
 
 def list_checkpoints(directory: Path) -> List[str]:

@@ -31,7 +31,7 @@ def test_block_update_matches_numpy(momentum, lr, nesterov):
         w = w + delta
         expect = w + momentum * delta if nesterov else w
         np.testing.assert_allclose(var.numpy(), expect, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(bmuf.global_params[0].numpy(), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bmuf.state.global_params[0].numpy(), w, rtol=1e-5, atol=1e-6)
 
 
 def test_block_update_without_momentum_and_unit_lr_is_averaging():
@@ -45,3 +45,22 @@ def test_block_update_without_momentum_and_unit_lr_is_averaging():
 def test_unknown_sync_kind():
     with pytest.raises(ValueError, match="unknown parameter sync"):
         make_sync("gossip", [tf.Variable(1.0)], SINGLE)
+
+
+def test_block_update_state_is_checkpointed_and_reset_restarts_the_block(tmp_path):
+    """W and Δ are the variables of ``state`` (restored exactly from a checkpoint); ``reset``
+    makes W the current parameters and Δ zero."""
+    var = tf.Variable([1.0, 2.0])
+    bmuf = BlockUpdate([var], SINGLE, 0.5, 1.0)
+    var.assign([3.0, 5.0])
+    bmuf.sync()
+    saved = [t.numpy() for t in bmuf.state.global_params + bmuf.state.delta]
+    prefix = tf.train.Checkpoint(comm=bmuf.state).save(str(tmp_path / "ckpt"))
+    other = BlockUpdate([tf.Variable([0.0, 0.0])], SINGLE, 0.5, 1.0)
+    tf.train.Checkpoint(comm=other.state).restore(prefix).assert_consumed()
+    for got, want in zip(other.state.global_params + other.state.delta, saved):
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert np.abs(saved[1]).max() > 0  # Δ moved
+    bmuf.reset()
+    np.testing.assert_array_equal(bmuf.state.global_params[0].numpy(), var.numpy())
+    np.testing.assert_array_equal(bmuf.state.delta[0].numpy(), [0.0, 0.0])

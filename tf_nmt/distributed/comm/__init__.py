@@ -17,11 +17,14 @@ Use::
     settings = comm.resolve_comm(cfg.train)                 # validated once (ConfigError)
     optimizer = comm.wrap_optimizer(optimizer, settings, ctx)
     callbacks = comm.comm_callbacks(settings, ctx) + other_callbacks
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     **comm.checkpoint_state(callbacks, model))  # BMUF's W, Δ
 
 Every mode reports bytes per step against a dense allreduce (:class:`.callbacks.CommStats`;
 the formulas are in :mod:`tf_nmt.distributed.accounting`).
 """
 from tf_nmt.distributed.comm.settings import COMM_MODES, CommSettings, resolve_comm
-from tf_nmt.distributed.comm.wiring import comm_callbacks, wrap_optimizer
+from tf_nmt.distributed.comm.wiring import checkpoint_state, comm_callbacks, wrap_optimizer
 
-__all__ = ["COMM_MODES", "CommSettings", "resolve_comm", "comm_callbacks", "wrap_optimizer"]
+__all__ = ["COMM_MODES", "CommSettings", "resolve_comm", "comm_callbacks", "wrap_optimizer",
+           "checkpoint_state"]

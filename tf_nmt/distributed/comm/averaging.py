@@ -40,20 +40,31 @@ class BlockUpdate(ModelAverage):
     """BMUF (Chen & Huo 2016): W ← W + Δ, Δ ← m Δ + η (mean − W); ranks restart from W (+ m Δ
     with Nesterov). With m = 0 and η = 1 it is exactly :class:`ModelAverage`.
 
-    ``W`` (the global model at the start of the block) and ``Δ`` live in variables created from
-    the current parameters, so build it after the ranks have been synchronised.
+    ``W`` (the global model at the start of the block) and ``Δ`` live in the variables of
+    :attr:`state` (a ``tf.Module`` to put in the checkpoint: a resume needs both). They start as
+    the current parameters and zero; :meth:`reset` sets them again once the ranks have been
+    synchronised at the start of a fresh run.
     """
 
     def __init__(self, variables: Sequence[tf.Variable], ctx: DistContext, block_momentum: float,
                  block_lr: float, nesterov: bool = True) -> None:
         self.momentum, self.block_lr, self.nesterov = block_momentum, block_lr, nesterov
         super().__init__(variables, ctx)
-        self.global_params = [tf.Variable(v.read_value(), trainable=False) for v in self.variables]
-        self.delta = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
+        self.state = tf.Module(name="bmuf")
+        self.state.global_params = [tf.Variable(v.read_value(), trainable=False)
+                                    for v in self.variables]
+        self.state.delta = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
+
+    def reset(self) -> None:
+        """W ← the current parameters, Δ ← 0 (the start of a fresh run)."""
+        for var, w, delta in zip(self.variables, self.state.global_params, self.state.delta):
+            w.assign(var.read_value())
+            delta.assign(tf.zeros_like(delta))
 
     def _sync(self) -> None:
         means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
-        for var, mean, w, delta in zip(self.variables, means, self.global_params, self.delta):
+        for var, mean, w, delta in zip(self.variables, means, self.state.global_params,
+                                       self.state.delta):
             new_delta = self.momentum * delta + self.block_lr * (mean - w)
             new_w = w + new_delta
             delta.assign(new_delta)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tf_nmt.compat import keras
 from tf_nmt.distributed.accounting import variables_bytes
-from tf_nmt.distributed.comm.averaging import ModelAverage, make_sync
+from tf_nmt.distributed.comm.averaging import BlockUpdate, ModelAverage, make_sync
 from tf_nmt.distributed.comm.settings import HOROVOD_MODES
 from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import broadcast_variables
@@ -16,10 +16,11 @@ from tf_nmt.utils.io import write_bytes_atomic
 
 
 class BroadcastModel(keras.callbacks.Callback):
-    """Rank 0's model variables to every rank when training begins.
+    """Rank 0's model variables to every rank when a fresh run begins.
 
     Unlike Horovod's callback (after the first batch, optimizer state included) this leaves
     each rank's optimizer state alone: GradDrop residuals are per rank and must not be copied.
+    A resumed run (optimizer step > 0) is left alone too: every rank restored its own state.
     """
 
     def __init__(self, ctx: DistContext) -> None:
@@ -27,12 +28,18 @@ class BroadcastModel(keras.callbacks.Callback):
         self.ctx = ctx
 
     def on_train_begin(self, logs=None):
-        broadcast_variables(self.model.variables, self.ctx)
+        if int(self.model.optimizer.iterations.numpy()) == 0:
+            broadcast_variables(self.model.variables, self.ctx)
 
 
 class PeriodicSync(keras.callbacks.Callback):
-    """Every ``every`` optimizer steps (and once at the end of training) synchronise the
-    trainable variables: plain averaging or a BMUF block update (see :func:`make_sync`)."""
+    """Every ``every`` optimizer steps, and once more where training stops, synchronise the
+    trainable variables: plain averaging or a BMUF block update (see :func:`make_sync`).
+
+    The last sync happens at the end of the last cycle (``on_epoch_end``), so a checkpoint
+    saver placed after this callback saves the synchronised model and one placed before it
+    saves each rank's state as training would continue from it (what a resume restores).
+    """
 
     def __init__(self, ctx: DistContext, every: int, kind: str = "average", **kwargs: Any) -> None:
         super().__init__()
@@ -40,24 +47,43 @@ class PeriodicSync(keras.callbacks.Callback):
         self.sync: Optional[ModelAverage] = None
         self.last_bytes = 0
         self.syncs = 0
+        self._synced_at = -1
+
+    def build(self, variables: Sequence[Any]) -> ModelAverage:
+        """Create the sync over ``variables`` now (its state can then be checkpointed)."""
+        if self.sync is None:
+            self.sync = make_sync(self.kind, variables, self.ctx, **self.kwargs)
+        return self.sync
 
     def on_train_begin(self, logs=None):
-        if self.sync is None:
-            self.sync = make_sync(self.kind, self.model.trainable_variables, self.ctx, **self.kwargs)
+        self.build(self.model.trainable_variables)
+        if isinstance(self.sync, BlockUpdate) and self._step() == 0:
+            self.sync.reset()  # W from the parameters the ranks start from (after the broadcast)
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
 
     def _run(self) -> None:
         self.sync.sync()
         self.syncs += 1
         self.last_bytes = self.sync.payload_bytes
+        self._synced_at = self._step()
+
+    def _final(self) -> None:
+        if self._step() % self.every != 0 and self._synced_at != self._step():
+            self._run()
 
     def on_train_batch_end(self, batch, logs=None):
         self.last_bytes = 0
-        if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
+        if self._step() % self.every == 0:
             self._run()
 
+    def on_epoch_end(self, epoch, logs=None):
+        if self.model.stop_training or epoch + 1 >= self.params.get("epochs", epoch + 2):
+            self._final()
+
     def on_train_end(self, logs=None):
-        if int(self.model.optimizer.iterations.numpy()) % self.every != 0:
-            self._run()
+        self._final()
 
 
 class CommStats(keras.callbacks.Callback):

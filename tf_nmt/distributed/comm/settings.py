@@ -67,11 +67,12 @@ class CommSettings:
     block_lr: float = 1.0
     nesterov: bool = True
 
-    @property
-    def per_rank_state(self) -> bool:
-        """Ranks hold state of their own (residuals, local models, optimizer moments, BMUF),
-        which a checkpoint must keep per rank for an exact resume."""
-        return self.mode not in HOROVOD_MODES
+    def rank_checkpoints(self, world_size: int) -> bool:
+        """True when a rank's training state can differ from the chief's model checkpoint, so
+        every rank must checkpoint its own for an exact resume: several ranks with state of
+        their own (GradDrop residuals, local models and optimizer moments, BMUF's W and Δ),
+        or a final parameter sync that changes the model (BMUF, one process too)."""
+        return self.mode not in HOROVOD_MODES and (world_size > 1 or self.averages_parameters)
 
     @property
     def averages_parameters(self) -> bool:

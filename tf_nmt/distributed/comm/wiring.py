@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from tf_nmt.distributed.comm.averaging import BlockUpdate
 from tf_nmt.distributed.comm.callbacks import BroadcastModel, CommStats, PeriodicSync
 from tf_nmt.distributed.comm.graddrop import GradDropExchange, horovod_gather, local_gather
 from tf_nmt.distributed.comm.horovod import horovod_callbacks, horovod_optimizer
@@ -61,3 +62,15 @@ def comm_callbacks(settings: CommSettings, ctx: DistContext, log_every: int = 50
     callbacks.append(CommStats(settings.mode, exchange_of, sync, log_every, log=log,
                                out_path=stats_path, world_size=ctx.size))
     return callbacks
+
+
+def checkpoint_state(callbacks: Sequence[Any], model: Any) -> Dict[str, Any]:
+    """The mode's own state to checkpoint beside the model and optimizer (GradDrop residuals
+    are optimizer slots already): ``{"comm": BMUF's W and Δ}`` for bmuf, else ``{}``. Builds
+    the periodic sync over ``model``'s trainable variables now, so a restore can fill it."""
+    for callback in callbacks:
+        if isinstance(callback, PeriodicSync):
+            sync = callback.build(model.trainable_variables)
+            if isinstance(sync, BlockUpdate):
+                return {"comm": sync.state}
+    return {}
