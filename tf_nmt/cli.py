@@ -141,7 +141,23 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quantized_export_conflicts(args: argparse.Namespace) -> List[str]:
+    """The options ``export --quantized FILE`` would ignore: the policy comes from the file."""
+    given = {"--bits": args.bits is not None, "--kind": args.kind is not None,
+             "--scale": args.scale is not None, "--quantize-biases": args.quantize_biases,
+             "--run-dir": args.run_dir is not None, "--checkpoint": args.checkpoint is not None}
+    return [flag for flag, set_ in given.items() if set_]
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    conflicts = _quantized_export_conflicts(args) if args.quantized else []
+    if conflicts:
+        raise UsageError(f"export --quantized {args.quantized}: {', '.join(conflicts)} would be "
+                         "ignored (bits, quantiser and scale come from the packed file); drop "
+                         "them, or quantise a run on the fly with --run-dir and --bits")
+    for name, default in QUANT_DEFAULTS.items():  # unset on the export parser (see above)
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     if args.quantized or args.bits:  # the packed-weight SavedModel (tf_nmt.quantization)
         from tf_nmt.quantization.commands import run_quantized_export
 
@@ -184,7 +200,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
     run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
                    Path(args.results), minutes=args.minutes, overrides=args.set,
-                   debs_dir=args.debs_dir)
+                   debs_dir=args.debs_dir, fresh=args.fresh)
     return 0
 
 
@@ -200,10 +216,15 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, help="prepared data directory (overrides data.data_dir)")
 
 
+QUANT_DEFAULTS = {"kind": "log", "scale": "optimised"}  # --kind and --scale when not given
+
+
 def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> None:
     p.add_argument("--bits", type=int, default=bits_default, help="bits per weight, 1..8")
-    p.add_argument("--kind", default="log", choices=["log", "fixed"], help="quantiser")
-    p.add_argument("--scale", default="optimised", choices=["unscaled", "max", "optimised"])
+    p.add_argument("--kind", default=QUANT_DEFAULTS["kind"], choices=["log", "fixed"],
+                   help="quantiser")
+    p.add_argument("--scale", default=QUANT_DEFAULTS["scale"],
+                   choices=["unscaled", "max", "optimised"])
     p.add_argument("--quantize-biases", action="store_true",
                    help="also quantise biases and layer-norm vectors (default: keep them float32)")
 
@@ -291,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantized", type=Path, metavar="PACKED_FILE",
                    help="export a packed model (from tf-nmt quantize) with packed on-disk weights")
     _add_quant_args(p, bits_default=None)
+    p.set_defaults(kind=None, scale=None)  # so that cmd_export sees what was given
     p.add_argument("--export-dir", type=Path, required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--beam-size", type=int)
@@ -323,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=45.0,
                    help="training time budget (the whole job stays under ~60 min on 2 cores)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--fresh", action="store_true",
+                   help="when --run-dir already holds a run, train a new one in "
+                        "<run-dir>-<timestamp> (without it an existing run is refused)")
     p.set_defaults(func=cmd_quickstart)
 
     p = sub.add_parser("study", help="run an experiment of tf_nmt.studies (results/*.json)",

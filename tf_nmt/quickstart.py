@@ -1,5 +1,9 @@
 """The main job in one call: prepare-data → train a small Transformer → test BLEU → export,
-then check the export in a fresh process and write ``results/quickstart.json``."""
+then check the export in a fresh process and write ``results/quickstart.json``.
+
+It always trains a new run: an existing, non-empty run directory is refused (before any data is
+touched) unless ``fresh``, which trains in a new timestamped directory beside it instead.
+"""
 from __future__ import annotations
 
 import json
@@ -16,7 +20,7 @@ from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.training.run import RunDirError, load_trained_model
 from tf_nmt.training.trainer import train
 from tf_nmt.utils.io import write_json_atomic
 
@@ -47,9 +51,31 @@ def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def new_run_dir(run_dir: Path, fresh: bool = False) -> Path:
+    """The directory quickstart trains in: ``run_dir`` when it is new or empty; with ``fresh``
+    a new ``<run_dir>-<YYYYmmdd-HHMMSS>`` beside an existing one; else :class:`RunDirError`
+    (quickstart never extends or overwrites a run)."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
+        return run_dir
+    if not fresh:
+        raise RunDirError(
+            f"{run_dir} already holds a run; quickstart never extends or overwrites one. Pass "
+            f"--fresh to train a new run in {run_dir}-<timestamp>, or choose another --run-dir "
+            f"(to continue this run: tf-nmt train --run-dir {run_dir} --preset quickstart)")
+    stamped = run_dir.with_name(f"{run_dir.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    while stamped.exists():  # two fresh runs within one second
+        stamped = stamped.with_name(stamped.name + "x")
+    print(f"{run_dir} holds an earlier run; training a fresh one in {stamped}")
+    return stamped
+
+
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 45.0, overrides: Optional[List[str]] = None,
-                   debs_dir: Optional[Path] = None) -> Dict[str, Any]:
+                   debs_dir: Optional[Path] = None, fresh: bool = False) -> Dict[str, Any]:
+    """Prepare data, train a new run (see :func:`new_run_dir`), evaluate, export, check the
+    export in a fresh process and write ``results_path``."""
+    run_dir = new_run_dir(run_dir, fresh)
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
     cfg = load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
