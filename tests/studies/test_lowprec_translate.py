@@ -61,4 +61,4 @@ def test_study_writes_speed_and_bleu_of_each_engine(runs, tmp_path):
     assert set(report["bleu"]) == {"emulated", "fp32", "int8", "lowprec"}
     assert report["lowprec_weights"]["encoded_exactly"] > 0
     assert report["lowprec_weights"]["quantised_on_load"] == 0  # re-trained weights are on the grid
-    assert report["sentences"] == 4 and report["beam_size"] == 2
+    assert report["sentences"] == 4 and report["beam_size"] == 2 and report["trained_steps"] == 40

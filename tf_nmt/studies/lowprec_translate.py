@@ -56,9 +56,11 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, limit: int, bea
     from tf_nmt.evaluation.bleu import corpus_bleu
     from tf_nmt.ops import lowprec
     from tf_nmt.quantization.activations import inference_engine
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.training.run import RunDir, load_trained_model
 
     model, tokenizer, cfg = load_trained_model(run_dir)
+    checkpoint = RunDir(Path(run_dir)).latest_checkpoint()
+    trained_steps = int(tf.train.load_variable(checkpoint, "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"))
     pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
     pairs = pairs[:limit] if limit else pairs
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
@@ -94,7 +96,9 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, limit: int, bea
         "length_penalty": alpha, "batch_size": batch_size, "rounds": rounds,
         "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
         "activation_quantization": q.to_dict() if q else None,
-        "weight_bits": cfg.train.quantize_bits, "train_steps": cfg.train.train_steps,
+        "weight_bits": cfg.train.quantize_bits, "checkpoint": checkpoint,
+        "trained_steps": trained_steps,
+        "empty_translations": {n: sum(not h for h in hyps) for n, hyps in hypotheses.items()},
         "sentences_per_s": speed,
         "speed_vs_fp32": {n: speed[n] / speed["fp32"] for n in speed} if "fp32" in speed else {},
         "seconds_per_round": seconds, "bleu": bleu,
