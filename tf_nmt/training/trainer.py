@@ -27,7 +27,8 @@ from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, Toke
 from tf_nmt.quantization import activations, retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
-from tf_nmt.training.checkpoints import make_checkpoint, make_manager
+from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_rank_manager,
+                                         restore_training_state)
 from tf_nmt.training.optimizers import build_optimizer
 from tf_nmt.training import precision, schedules
 from tf_nmt.training.run import RunDir, build_initialised_model, check_resume, run_meta
@@ -134,13 +135,22 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
 
     model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
-    checkpoint = make_checkpoint(model, model.optimizer)
+    settings = comm.resolve_comm(cfg.train)
+    comm_callbacks = comm.comm_callbacks(  # start in sync, periodic sync, bytes/step
+        settings, ctx, cfg.train.log_every, log=chief_log,
+        stats_path=run.root / "comm_stats.json" if ctx.is_chief else None)
+    checkpoint = make_checkpoint(model, model.optimizer,
+                                 **comm.checkpoint_state(comm_callbacks, model))  # BMUF's W, Δ
     quantizer = retrain.from_train_config(model, cfg.train)  # None unless train.quantize_bits
     if quantizer is not None:  # residuals and scales are part of the run's state
         checkpoint.quantization = quantizer.state
     manager = make_manager(checkpoint, run.checkpoints, cfg.train.keep_checkpoints)
+    # Ranks with state of their own (graddrop, fedavg, bmuf) also keep checkpoints/rank-<r>/.
+    rank_manager = (make_rank_manager(checkpoint, run.checkpoints, ctx.rank,
+                                      cfg.train.keep_checkpoints)
+                    if settings.rank_checkpoints(ctx.size) else None)
     if resuming:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        restore_training_state(checkpoint, manager, rank_manager, ctx, log=chief_log)
     resumed_from = int(model.optimizer.iterations.numpy())
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
@@ -179,9 +189,11 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None)
     guard = cb.DivergenceGuard(t.divergence_factor)
     budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
-    callbacks: List[keras.callbacks.Callback] = comm.comm_callbacks(  # sync + bytes/step first
-        comm.resolve_comm(t), ctx, t.log_every, log=chief_log,
-        stats_path=run.root / "comm_stats.json" if ctx.is_chief else None)
+    # A rank's own checkpoint is saved before the comm callbacks' last sync (the state training
+    # continues from), the chief's after it (the synchronised model); comm callbacks come first.
+    callbacks: List[keras.callbacks.Callback] = (
+        [cb.CheckpointSaver(rank_manager, guard, log=lambda _m: None)] if rank_manager else [])
+    callbacks += comm_callbacks
     callbacks += [quantizer] if quantizer is not None else []  # before anything saves weights
     callbacks += [guard, budget, cb.StepLimit(t.train_steps), progress] + attached
     if ctx.is_chief:
