@@ -79,7 +79,8 @@ class FeedForward(keras.layers.Layer):
 
 
 class _Block(keras.layers.Layer):
-    """Shared by the encoder and decoder layers: their hyper-parameters and residual build."""
+    """Shared by the encoder and decoder layers: their hyper-parameters, sub-layer creation
+    (:meth:`make_sublayers`, per subclass) and the build of sub-layers not used via ``__call__``."""
 
     def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
                  attention_dropout: float, norm: str,
@@ -90,6 +91,14 @@ class _Block(keras.layers.Layer):
                               "ff_dim": int(ff_dim), "dropout": float(dropout),
                               "attention_dropout": float(attention_dropout), "norm": norm,
                               "activation_quantization": aq_config(self.activation_quantization)}
+        self.make_sublayers(d_model, num_heads, ff_dim, dropout, attention_dropout, norm,
+                            self.activation_quantization)
+
+    def make_sublayers(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
+                       attention_dropout: float, norm: str,
+                       aq: Optional[ActivationQuantization]) -> None:
+        """Create the block's attention, feed-forward and residual sub-layers."""
+        raise NotImplementedError
 
     def unrouted(self) -> Tuple[keras.layers.Layer, ...]:
         """Sub-layers used through helper methods rather than ``__call__``, built here."""
@@ -118,12 +127,7 @@ class EncoderLayer(_Block):
         >>> y = layer(x, padding_bias(mask))  # x: [B, S, 256]
     """
 
-    def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
-                 attention_dropout: float, norm: str,
-                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
-        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm,
-                         activation_quantization, **kwargs)
-        aq = self.activation_quantization
+    def make_sublayers(self, d_model, num_heads, ff_dim, dropout, attention_dropout, norm, aq):
         self.attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
                                             activation_quantization=aq, name="self_attention")
         self.ffn = FeedForward(d_model, ff_dim, aq, name="ffn")
@@ -145,12 +149,7 @@ class DecoderLayer(_Block):
     optional self-attention cache, and returns the new cache.
     """
 
-    def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float,
-                 attention_dropout: float, norm: str,
-                 activation_quantization: Optional[ActivationQuantization] = None, **kwargs) -> None:
-        super().__init__(d_model, num_heads, ff_dim, dropout, attention_dropout, norm,
-                         activation_quantization, **kwargs)
-        aq = self.activation_quantization
+    def make_sublayers(self, d_model, num_heads, ff_dim, dropout, attention_dropout, norm, aq):
         self.self_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
                                                  activation_quantization=aq, name="self_attention")
         self.cross_attention = MultiHeadAttention(d_model, num_heads, attention_dropout,
