@@ -22,7 +22,13 @@ if not launch.horovod_importable():
 STEPS, COMMIT_EVERY, KILL_AT = 160, 10, 45
 
 
-@pytest.mark.parametrize("comm", ["sparse_as_dense", "graddrop"])
+@pytest.mark.parametrize("comm", [
+    "sparse_as_dense",
+    # Known defect, not a passing case: on a fresh-clone CI run the graddrop job hung until the
+    # 300 s guard (it passed on the previous run). Skipped until the hang is found; see stop 18's note.
+    pytest.param("graddrop", marks=pytest.mark.skip(reason="intermittent hang of elastic graddrop "
+                                                          "after a kill (open defect, issue 15)")),
+])
 def test_elastic_run_survives_a_killed_worker(tmp_path, comm):
     hosts = chaos.local_host_names()[:3]
     if len(hosts) < 3:
