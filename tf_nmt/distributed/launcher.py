@@ -70,10 +70,13 @@ def horovodrun_command(np: int, command: Sequence[str], controller: str = "gloo"
 
 def elastic_horovodrun_command(np: int, min_np: int, max_np: int, discovery_script: Path,
                                command: Sequence[str], network_interface: Optional[str] = None,
-                               cooldown_seconds: Optional[Tuple[int, int]] = None) -> List[str]:
+                               cooldown_seconds: Optional[Tuple[int, int]] = None,
+                               elastic_timeout_s: Optional[int] = None) -> List[str]:
     """Elastic Gloo ``horovodrun``: start ``np`` workers on the hosts ``discovery_script`` prints
     (``host:slots`` lines), keep between ``min_np`` and ``max_np``; with ``cooldown_seconds``
-    (lo, hi) a host whose worker failed is taken back after that cool-down instead of never."""
+    (lo, hi) a host whose worker failed is taken back after that cool-down instead of never.
+    ``elastic_timeout_s`` bounds how long the driver waits for ``min_np`` workers after a change
+    (Horovod's default is 600 s): past it the job fails instead of waiting."""
     if not 1 <= min_np <= np <= max_np:
         raise ValueError(f"need 1 <= min_np <= np <= max_np, got {min_np}, {np}, {max_np}")
     cmd = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(np), "--min-np",
@@ -83,6 +86,8 @@ def elastic_horovodrun_command(np: int, min_np: int, max_np: int, discovery_scri
         cmd += ["--network-interface", network_interface]
     if cooldown_seconds:
         cmd += ["--blacklist-cooldown-range", *(str(int(s)) for s in cooldown_seconds)]
+    if elastic_timeout_s is not None:
+        cmd += ["--elastic-timeout", str(int(elastic_timeout_s))]
     return cmd + list(command)
 
 

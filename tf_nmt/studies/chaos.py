@@ -114,13 +114,15 @@ def elastic_train_command(run_dir: Path, data_dir: Path, overrides: Sequence[str
 def start_elastic(run_dir: Path, data_dir: Path, overrides: Sequence[str], hosts: Sequence[str],
                   work: Path, min_np: int = 2, cooldown: Optional[tuple] = None,
                   log_path: Optional[Path] = None,
-                  gloo_timeout_s: int = GLOO_TIMEOUT_S) -> subprocess.Popen:
-    """Launch an elastic job of ``len(hosts)`` workers (one per host name) in its own session."""
+                  gloo_timeout_s: int = GLOO_TIMEOUT_S,
+                  elastic_timeout_s: Optional[int] = None) -> subprocess.Popen:
+    """Launch an elastic job of ``len(hosts)`` workers (one per host name) in its own session;
+    ``elastic_timeout_s`` bounds the driver's wait for enough workers after a change."""
     script = write_discovery(work / "discovery", hosts)
     cmd = launcher.elastic_horovodrun_command(
         len(hosts), min_np, len(hosts), script,
         elastic_train_command(run_dir, data_dir, overrides), network_interface="lo",
-        cooldown_seconds=cooldown)
+        cooldown_seconds=cooldown, elastic_timeout_s=elastic_timeout_s)
     out = open(log_path or work / "elastic.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                             env=launcher.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout_s)}))

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError
+from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
 from tf_nmt.errors import UsageError
 from tf_nmt.training import schedules
@@ -221,6 +222,46 @@ def read_elastic_log(run_dir: Path) -> List[Dict[str, Any]]:
     return entries
 
 
+# Text that marks an op error as a broken collective rather than a fault of the step itself:
+# Horovod's ops and its shut-down message, this package's named collectives, Gloo's transport.
+COLLECTIVE_MARKERS = ("Horovod", GATHER_PREFIX, "gloo", "Connection reset by peer",
+                      "Connection closed by peer")
+
+
+def error_summary(text: str, limit: int = 400) -> str:
+    """An op error's message on one line: its own lines, without TensorFlow's indented
+    "defined at" call stack, at most ``limit`` characters."""
+    lines = [line.strip() for line in (text or "").splitlines()
+             if line.strip() and not line[:1].isspace()]
+    return " ".join(lines)[:limit]
+
+
+def is_collective_failure(error: BaseException) -> bool:
+    """Whether an op error comes from a Horovod collective broken by a lost worker."""
+    message = str(getattr(error, "message", "") or error)
+    return any(marker in message for marker in COLLECTIVE_MARKERS)
+
+
+def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None]) -> TrainResult:
+    """Run one attempt; a broken collective becomes ``HorovodInternalError`` (roll back and go
+    on), any other op error a ``RuntimeError`` that ends the job with its message.
+
+    Why: Horovod's own wrapper recognises a failed collective only by its default op names and
+    returns None for any other ``UnknownError``; ours are named (graddrop_0, ...) and the error
+    may carry only Gloo's text, so the decision is made here, never by Horovod's fallback.
+    """
+    from horovod.common.exceptions import HorovodInternalError  # noqa: PLC0415
+
+    try:
+        return attempt()
+    except tf.errors.OpError as e:
+        summary = f"{type(e).__name__}: {error_summary(e.message)}"
+        if is_collective_failure(e):
+            log(f"elastic: a collective failed ({summary}); rolling back to the last commit")
+            raise HorovodInternalError(e) from e
+        raise RuntimeError(f"elastic: training failed ({summary})") from e
+
+
 def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
     """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
     validate_config(cfg)
@@ -241,16 +282,8 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     hooks = ElasticTraining(cfg, run_dir, state, ctx.hvd, hvd_elastic, log)
 
     def attempt(_state: Any) -> TrainResult:
-        from horovod.common.exceptions import HorovodInternalError  # noqa: PLC0415
-
-        try:
-            return train(cfg, Path(run_dir), allow_world_size_change=True, log=log, hooks=hooks)
-        except tf.errors.UnknownError as e:
-            # Horovod recognises a failed collective only by its default op name; ours are
-            # named (graddrop_0, ...), and it would return None for anything else.
-            if "Horovod" in str(e):
-                raise HorovodInternalError(e) from e
-            raise
+        return run_attempt(lambda: train(cfg, Path(run_dir), allow_world_size_change=True,
+                                         log=log, hooks=hooks), log)
 
     result = hvd_elastic.run(attempt)(state)
     if result is None:

@@ -67,6 +67,11 @@ def sampling_seed(rank: int, step: Any) -> tf.Tensor:
             + tf.cast(step, tf.int64) * (1 << SEED_STEP_SHIFT))
 
 
+# The names of this module's allgathers ("graddrop_0", ...): TensorFlow names the failed node in
+# the error of a broken collective, which is how an elastic run recognises one.
+GATHER_PREFIX = "graddrop_"
+
+
 def horovod_gather(hvd: Any) -> Gather:
     """Concatenate a tensor from every rank along axis 0 (``hvd.allgather``)."""
     return lambda tensor, name: hvd.allgather(tensor, name=name)
@@ -173,7 +178,7 @@ class GradDropExchange:
                                   self.settings.drop_warmup_shape)
         positions, values, new_residuals = self.drop(dense, res_in, ratio, step)
         sent = self.encode(positions, values)
-        gathered = [self.gather(t, f"graddrop_{i}") for i, t in enumerate(sent)]
+        gathered = [self.gather(t, f"{GATHER_PREFIX}{i}") for i, t in enumerate(sent)]
         all_positions, all_values = self.decode(gathered)
         summed = tf.scatter_nd(all_positions[:, None], all_values, [self.total])
         update = summed / float(self.num_ranks)
