@@ -14,6 +14,7 @@ hvd-vs-single      BLEU of N Horovod ranks against one process, same batch      
 quantization       log-quantised models: scale, bits, re-training, export          :mod:`.quantization`
 transfer           parent-to-child initialisation, steps to a dev BLEU threshold   :mod:`.transfer`
 async              sync vs async SGD vs async with global accumulation             :mod:`.asynchronous`
+lowprec            Table 7.4: BLEU of 4-bit weights and + 4-bit dot products      :mod:`.lowprec`
 lowprec-kernels    ns per 128-element dot: fp32, int8 VNNI, log shift16/lut8      :mod:`.lowprec_bench`
 lowprec-translate  sentences/s and BLEU with fp32, int8, log-space matmuls        :mod:`.lowprec_translate`
 chaos              elastic run with random worker kills, resume, bad inputs        :mod:`.chaos`
@@ -38,6 +39,7 @@ STUDIES: Dict[str, str] = {
     "quantization": "tf_nmt.studies.quantization",
     "transfer": "tf_nmt.studies.transfer",
     "async": "tf_nmt.studies.asynchronous",
+    "lowprec": "tf_nmt.studies.lowprec",
     "lowprec-kernels": "tf_nmt.studies.lowprec_bench",
     "lowprec-translate": "tf_nmt.studies.lowprec_translate",
     "scaling": "tf_nmt.studies.scaling",
