@@ -1,12 +1,13 @@
-"""Exact resume under a real ``horovodrun -np 2`` (Gloo): graddrop with local gradients and BMUF
-runs stopped at step 5 and resumed end bit-identical to the same runs trained straight to 8.
+"""Exact resume under a real ``horovodrun -np 2`` (Gloo), in every comm mode with state of its own
+(graddrop with and without local gradients, BMUF, fedavg) and in sparse_as_dense: runs stopped at
+step 5 and resumed end bit-identical to the same runs trained straight to 8.
 
-One launch, six tiny ``train`` calls (see workers/resume.py).
+One launch, three tiny ``train`` calls per mode (see workers/resume.py).
 """
 import pytest
 
 from tests.parallel import launch
-from tests.parallel.workers.resume import MODES, STEPS, STOP
+from tests.parallel.workers.resume import MODES, RANK_STATE, STEPS, STOP
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow,
               pytest.mark.skipif(not launch.horovod_importable(), reason="horovod.tensorflow is "
@@ -24,6 +25,9 @@ def test_interrupted_run_resumes_bit_identical_on_every_rank(results, mode):
     for rank in (0, 1):
         got = results[rank][mode]
         assert (got["first_final"], got["resumed_from"], got["final"]) == (STOP, STOP, STEPS)
+        if mode not in RANK_STATE:  # one model: the chief's checkpoint, restored by every rank
+            assert got["rank_dirs"] == [] and got["rank_state"] is None
+            continue
         assert got["rank_dirs"] == ["rank-0", "rank-1"]
         state = got["rank_state"]
         assert state["only_one_side"] == [] and state["max_abs_diff"] == 0.0, (rank, state["worst"])
@@ -37,5 +41,8 @@ def test_rank_checkpoints_hold_what_each_rank_needs(results):
     bmuf = results[0]["bmuf"]["rank_state"]["names"]
     assert any(n.startswith("comm/global_params") for n in bmuf)
     assert any(n.startswith("comm/delta") for n in bmuf)
-    for mode in MODES:  # step 8 is between two averages (6, 9): the ranks' states differ
+    assert any("gd_residual" in n for n in results[0]["graddrop"]["rank_state"]["names"])
+    # step 8 is between two averages (6, 9), and residuals are per rank: the ranks' states differ
+    for mode in RANK_STATE:
         assert results[0][mode]["ranks_differ"] > 1e-6, mode
+    assert all("ranks_differ" not in results[0][m] for m in MODES if m not in RANK_STATE)

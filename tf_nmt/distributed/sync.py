@@ -12,6 +12,17 @@ def broadcast_variables(variables: Iterable[Any], ctx: DistContext, root_rank: i
         ctx.hvd.broadcast_variables(list(variables), root_rank=root_rank)
 
 
+def chief_value(value: int, ctx: DistContext, name: str) -> int:
+    """Rank 0's ``value`` on every rank: decisions the ranks must share (e.g. which checkpoint
+    to resume from, which a rank reading a shared directory could see differently)."""
+    if not ctx.distributed:
+        return int(value)
+    from tf_nmt.compat import tf  # noqa: PLC0415
+
+    return int(ctx.hvd.broadcast(tf.constant(int(value), tf.int64), root_rank=0,
+                                 name=name).numpy())
+
+
 def allreduce_mean(value: Any, ctx: DistContext, name: str = "allreduce_mean") -> float:
     """Mean of a scalar over all ranks (the value itself for a single process)."""
     if not ctx.distributed:

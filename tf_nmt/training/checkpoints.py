@@ -24,6 +24,8 @@ import numpy as np
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.context import DistContext
+from tf_nmt.distributed.sync import chief_value
+from tf_nmt.errors import UserError
 
 RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
 
@@ -71,7 +73,10 @@ def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.Ch
     hold (agreed by an allreduce; after a crash between two ranks' saves that is the step
     before). When some rank has none (a run written before per-rank checkpoints, or with
     another world size), every rank restores the chief's newest checkpoint, i.e. rank 0's
-    state, GradDrop residuals included, and the chief says so.
+    state, GradDrop residuals included, and the chief says so. Without ``rank_manager`` every
+    rank restores the checkpoint the chief sees as newest (its step is broadcast): a rank that
+    looked at the shared directory itself could see an older one (a save still being written,
+    a network file system's cache) and skip a different number of batches.
     """
     if rank_manager is not None:
         step = _min_over_ranks(_step_of(rank_manager.latest_checkpoint), ctx, "resume_step")
@@ -84,6 +89,13 @@ def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.Ch
             f"{Path(rank_manager.directory).parent}/{RANK_DIR.format(rank='<r>')}: every rank "
             "resumes from rank 0's state (its GradDrop residuals and local model included)")
     prefix = manager.latest_checkpoint
+    if ctx.distributed:
+        step = chief_value(_step_of(prefix), ctx, "resume_chief_step")
+        prefix = str(Path(manager.directory) / f"ckpt-{step}")
+        if step < 0 or not Path(f"{prefix}.index").is_file():
+            raise UserError(f"rank {ctx.rank} cannot read {prefix}, the chief's newest "
+                            "checkpoint: the run directory must be on a file system every rank "
+                            "shares")
     checkpoint.restore(prefix).assert_existing_objects_matched()
     return prefix
 

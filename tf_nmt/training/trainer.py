@@ -20,6 +20,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.distributed import comm
+from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.models import check_model_config
@@ -123,7 +124,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
     meta = run_meta(cfg, tokenizer, ctx.size)
-    resuming = check_resume(run, meta, allow_world_size_change=allow_world_size_change)
+    # Whether to resume is the chief's decision: every rank must take the same path.
+    resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
+                                                 allow_world_size_change)), ctx, "resume_decision"))
     transfer.check_strategy(cfg.train.init_embeddings)
     parent = transfer.prepare_run(cfg, tokenizer) if cfg.train.init_from and not resuming else None
     if ctx.is_chief:

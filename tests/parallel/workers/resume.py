@@ -33,7 +33,13 @@ MODES: Dict[str, List[str]] = {
     "graddrop_local": ["train.comm=graddrop", "train.drop_ratio=0.9", "train.drop_warmup_steps=2",
                        "train.local_gradients=true", "train.average_every=3"],
     "bmuf": ["train.comm=bmuf", "train.average_every=3"],
+    "fedavg": ["train.comm=fedavg", "train.average_every=3"],
+    "graddrop": ["train.comm=graddrop", "train.drop_ratio=0.9", "train.drop_warmup_steps=2"],
+    "sparse_as_dense": ["train.comm=sparse_as_dense"],
 }
+# Modes whose ranks keep state of their own (checkpoints/rank-<r>/): residuals, W/Δ, drifted
+# models. The others hold one model, in the chief's checkpoint, that every rank restores.
+RANK_STATE = ("graddrop_local", "bmuf", "fedavg", "graddrop")
 
 
 def tensors(prefix: str) -> Dict[str, np.ndarray]:
@@ -65,19 +71,20 @@ def run_mode(ctx, base: Path, data: Path, name: str, log=lambda _m: None) -> dic
     first = train(cfg(STOP), split, log=log)
     second = train(cfg(STEPS), split, log=log)
     mine = lambda run, rank=ctx.rank: str(rank_directory(run / "checkpoints", rank) / f"ckpt-{STEPS}")  # noqa: E731
+    rank_dirs = sorted(p.name for p in (split / "checkpoints").glob("rank-*"))
     out = {"first_final": first.final_step, "resumed_from": second.resumed_from,
-           "final": second.final_step, "rank_state": compare(mine(straight), mine(split)),
-           "rank_dirs": sorted(p.name for p in (split / "checkpoints").glob("rank-*"))}
+           "final": second.final_step, "rank_dirs": rank_dirs,
+           "rank_state": compare(mine(straight), mine(split)) if rank_dirs else None}
     if ctx.is_chief:  # the chief's model checkpoint, and (several ranks) how far ranks drifted
         model = f"ckpt-{STEPS}"
         out["chief"] = compare(str(straight / "checkpoints" / model), str(split / "checkpoints" / model))
-        if ctx.size > 1:
+        if ctx.size > 1 and rank_dirs:
             out["ranks_differ"] = compare(mine(straight, 0), mine(straight, 1))["max_abs_diff"]
     return out
 
 
 def work(ctx, out: Path) -> dict:
-    """Both modes, straight and interrupted, on this rank's copy of the toy data."""
+    """Every mode, straight and interrupted, on this rank's copy of the toy data."""
     data = write_toy_data_dir(out / f"data{ctx.rank}")  # per rank: no races on the files
     ensure_vocab(data, 320, log=lambda _m: None)
     log = (lambda m: print(f"[rank {ctx.rank}] {m}", flush=True)) if ctx.is_chief else (lambda _m: None)
