@@ -98,6 +98,10 @@ class TrainConfig:
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
     mixed_precision: bool = False
+    # Compile the train step with XLA (Keras jit_compile). One process, stock ops only: Horovod's
+    # collectives and this package's custom ops have no XLA kernels. Every new batch shape
+    # compiles once (the token buckets bound how many there are).
+    jit_compile: bool = False
     # Gradient communication, one of COMM_MODES (tf_nmt.distributed.comm); graddrop, fedavg and
     # bmuf use the keys below.
     comm: str = "sparse_as_dense"

@@ -18,6 +18,7 @@ lowprec            Table 7.4: BLEU of 4-bit weights and + 4-bit dot products    
 lowprec-kernels    ns per 128-element dot: fp32, int8 VNNI, log shift16/lut8      :mod:`.lowprec_bench`
 lowprec-translate  sentences/s and BLEU with fp32, int8, log-space matmuls        :mod:`.lowprec_translate`
 chaos              elastic run with random worker kills, resume, bad inputs        :mod:`.chaos`
+train-speed        training tok/s of variants and of OpenNMT-tf, alternating       :mod:`.train_speed`
 =================  ============================================================  ===========================
 
 Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
@@ -44,6 +45,7 @@ STUDIES: Dict[str, str] = {
     "lowprec-translate": "tf_nmt.studies.lowprec_translate",
     "scaling": "tf_nmt.studies.scaling",
     "chaos": "tf_nmt.studies.chaos",
+    "train-speed": "tf_nmt.studies.train_speed",
 }
 
 

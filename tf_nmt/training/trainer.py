@@ -73,8 +73,12 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     # Loss scaling (float16 GPUs only) wraps the communication: scaled gradients are averaged,
     # then unscaled and checked for overflow.
     optimizer = precision.wrap_optimizer(optimizer, precision.policy_for_device(t.mixed_precision))
+    if t.jit_compile and ctx.size > 1:
+        raise ConfigError(f"train.jit_compile needs one process, not {ctx.size}: Horovod's "
+                          "collectives have no XLA kernels")
     model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
-                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
+                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")],
+                  jit_compile=t.jit_compile)
     return model
 
 
@@ -86,6 +90,22 @@ def validate_config(cfg: Config) -> None:
     schedules.from_config(cfg.train)
     comm.resolve_comm(cfg.train)
     activations.from_train_config(cfg.train)
+    check_jit_compile(cfg.train)
+
+
+def check_jit_compile(t: TrainConfig) -> None:
+    """ConfigError for ``train.jit_compile`` with a setting whose ops XLA cannot compile."""
+    if not t.jit_compile:
+        return
+    custom = [name for name, on in (("train.quantize_bits", t.quantize_bits),
+                                    ("train.quantize_activations_bits", t.quantize_activations_bits),
+                                    (f"train.comm={t.comm}", t.comm not in ("dense", "sparse_as_dense")),
+                                    ("train.schedule_implementation=op",
+                                     t.schedule_implementation == "op"))
+              if on]
+    if custom:
+        raise ConfigError("train.jit_compile cannot compile the custom ops of "
+                          + ", ".join(custom) + " (they have no XLA kernels)")
 
 
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:

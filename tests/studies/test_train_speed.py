@@ -1,0 +1,104 @@
+"""The training-speed benchmark (`scripts/bench_train.py`): speed read from progress logs and
+from OpenNMT-tf's log, ratios per round, argument checks, and one tiny end-to-end run of two
+tf-nmt variants alternating (the OpenNMT-tf peer needs its side virtualenv: skipped without)."""
+import json
+
+import pytest
+
+from tests.helpers import write_toy_data_dir
+from tf_nmt.studies import STUDIES, onmt_peer
+from tf_nmt.studies import train_speed as bench
+
+ONMT_LOG = """\
+2026-11-23 21:57:26.253000: I runner.py:310] Number of model parameters: 7586624
+2026-11-23 21:57:37.000000: I runner.py:310] Step = 5 ; steps/s = 0.40, tokens/s = 2914 (1406 source, 1508 target) ; Learning rate = 0.000040 ; Loss = 8.956205
+2026-11-23 21:57:47.000000: I runner.py:310] Step = 10 ; steps/s = 0.50, tokens/s = 3038 (1461 source, 1600 target) ; Learning rate = 0.000073 ; Loss = 8.749959
+2026-11-23 21:57:55.000000: I runner.py:310] Step = 15 ; steps/s = 0.62, tokens/s = 3432 (1650 source, 2000 target) ; Learning rate = 0.000107 ; Loss = 8.681559
+"""
+TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64",
+        "data.vocab_size=320"]
+
+
+def test_registered_as_a_study():
+    assert STUDIES["train-speed"] == "tf_nmt.studies.train_speed"
+
+
+def test_onmt_log_gives_step_times_from_timestamps_and_target_tokens():
+    entries = onmt_peer.read_log(ONMT_LOG, 5)
+    assert entries == [{"step": 10, "tokens_per_s": 1600.0, "s_per_step": 2.0},
+                       {"step": 15, "tokens_per_s": 2000.0, "s_per_step": 1.6}]
+    assert onmt_peer.parameter_count(ONMT_LOG) == {"parameters": 7586624}
+    with pytest.raises(ValueError, match="fewer than two"):
+        onmt_peer.read_log(ONMT_LOG.splitlines()[1], 5)
+
+
+def test_steady_speed_counts_only_the_steps_after_the_warm_up():
+    entries = [{"step": 5, "tokens_per_s": 100.0, "s_per_step": 9.0},
+               {"step": 10, "tokens_per_s": 1600.0, "s_per_step": 2.0},
+               {"step": 15, "tokens_per_s": 2000.0, "s_per_step": 1.6}]
+    speed = bench.steady_speed(entries, warmup=5, log_every=5)
+    # 5 steps at 2.0 s with 1600 tok/s, 5 at 1.6 s with 2000 tok/s: 32,000 tokens in 18 s
+    assert speed["timed_steps"] == 10 and speed["s_per_step"] == pytest.approx(1.8)
+    assert speed["tgt_tok_per_s"] == pytest.approx(32000 / 18)
+    with pytest.raises(ValueError, match="warm-up"):
+        bench.steady_speed(entries, warmup=15, log_every=5)
+
+
+def test_ratios_are_medians_of_per_round_ratios():
+    def rounds(*tok):
+        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
+
+    summary = bench.summarise({"fp32": rounds(100, 200, 100), "bf16": rounds(150, 260, 160),
+                               "onmt-fp32": rounds(125, 250, 125)})
+    assert summary["bf16"]["x_fp32"] == pytest.approx(1.5)  # 1.5, 1.3, 1.6
+    assert summary["fp32"]["x_onmt_fp32"] == pytest.approx(0.8)
+    assert summary["bf16"]["tgt_tok_per_s"] == 160
+    assert "| bf16 | 160 | 1.000 | 1.50 | 1.50 | 1.20 |" in bench.format_table(summary)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "fp32,fp64"], "unknown variant"),
+    (["--variants", "fp32", "--warmup", "7"], "multiples of --log-every"),
+    (["--variants", "onmt-fp32", "--onmt-venv", "/nonexistent"], "install_opennmt.sh"),
+])
+def test_bad_arguments_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_jit_compile_refuses_custom_ops():
+    from tf_nmt.config import ConfigError, load_config
+    from tf_nmt.training.trainer import validate_config
+
+    for extra in (["train.quantize_bits=4"], ["train.comm=graddrop"],
+                  ["train.schedule_implementation=op"]):
+        with pytest.raises(ConfigError, match="train.jit_compile cannot compile"):
+            validate_config(load_config(None, ["train.jit_compile=true", *extra]))
+    validate_config(load_config(None, ["train.jit_compile=true"]))
+
+
+@pytest.mark.slow
+def test_tiny_benchmark_end_to_end(tmp_path):
+    data = write_toy_data_dir(tmp_path / "data")
+    out = tmp_path / "speed.json"
+    argv = ["--data-dir", str(data), "--variants", "fp32,fp32-xla", "--rounds", "2",
+            "--warmup", "4", "--steps", "4", "--log-every", "2", "--batch-tokens", "256",
+            "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+    for item in TINY:
+        argv += ["--set", item]
+    assert bench.main(argv) == 0
+    result = json.loads(out.read_text())
+    variants = result["variants"]
+    assert list(variants) == ["fp32", "fp32-xla"] and variants["fp32"]["x_fp32"] == 1.0
+    for row in variants.values():
+        assert len(row["rounds"]) == 2 and row["tgt_tok_per_s"] > 0 and row["cores_busy"] > 0
+        assert all(r["timed_steps"] == 4 for r in row["rounds"])
+    from tf_nmt.config import load_config
+
+    for name, xla in (("fp32", False), ("fp32-xla", True)):
+        cfg = load_config(str(tmp_path / "work" / f"{name}-r1" / "config.yaml"))
+        assert cfg.train.jit_compile is xla and cfg.train.mixed_precision is False
+    assert 0 < result["padding"]["target_real_fraction"] <= 1
+    with pytest.raises(SystemExit, match="exists"):  # never overwritten silently
+        bench.main(argv)

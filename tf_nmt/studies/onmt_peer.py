@@ -1,0 +1,129 @@
+"""The OpenNMT-tf peer of :mod:`.train_speed`: the same model, data, vocabulary and batch in
+OpenNMT-tf 2.32, run from its own virtualenv (``scripts/install_opennmt.sh``).
+
+Matching (see ``../shared/STACK.md``): a 3+3-layer pre-norm Transformer, d_model 256, 4 heads,
+ffn 1024, dropout 0.1 on the residuals only, all embeddings shared with the output layer (with a
+bias); the corpus pre-split into our SentencePiece pieces (so both see the same tokens), its
+vocabulary from ``onmt-build-vocab --from_format sentencepiece``; ``</s>`` appended to the source
+as ours does; Adam (0.9, 0.98, 1e-9), label smoothing 0.1, ``InvSqrtDecay`` with our peak and
+warm-up; 4,096-token batches. Its dev evaluation is off (it would run a beam search).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Tuple
+
+from tf_nmt.studies import common
+
+MODEL_FILE = '''"""tf-nmt's quickstart Transformer in OpenNMT-tf (written by tf_nmt.studies.onmt_peer)."""
+import os
+
+import opennmt
+import tensorflow as tf
+
+if os.environ.get("ONMT_PEER_BF16") == "1":  # OpenNMT-tf's own switch is float16, GPU only
+    tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
+
+
+def model():
+    return opennmt.models.Transformer(
+        num_layers={num_layers}, num_units={d_model}, num_heads={num_heads},
+        ffn_inner_dim={ff_dim}, dropout={dropout}, attention_dropout=0.0, ffn_dropout=0.0,
+        share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL, pre_norm=True,
+        output_layer_bias=True)
+'''
+
+CONFIG = """data:
+  train_features_file: {dir}/train.en.sp
+  train_labels_file: {dir}/train.de.sp
+  source_vocabulary: {dir}/vocab.txt
+  target_vocabulary: {dir}/vocab.txt
+  source_sequence_controls:
+    end: true
+params:
+  optimizer: Adam
+  optimizer_params:
+    beta_1: 0.9
+    beta_2: 0.98
+    epsilon: 1.0e-9
+  learning_rate: {peak_lr}
+  decay_type: InvSqrtDecay
+  decay_params:
+    warmup_steps: {warmup}
+  label_smoothing: {label_smoothing}
+train:
+  batch_type: tokens
+  maximum_features_length: {max_length}
+  maximum_labels_length: {max_length}
+  keep_checkpoint_max: 1
+"""
+
+STEP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): .*Step = (\d+) ; steps/s = [\d.]+, "
+                       r"tokens/s = \d+ \((\d+) source, (\d+) target\)", re.MULTILINE)
+
+
+def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path) -> Path:
+    """Write the peer's corpus (our pieces), vocabulary, model file and config under ``out``."""
+    import sentencepiece as spm
+
+    from tf_nmt.data.vocabulary import load_split, vocab_path
+
+    cfg = common.study_config(preset_name, [f"data.data_dir={data_dir}"], 4096)
+    if cfg.model.kind != "transformer":
+        raise ValueError(f"the OpenNMT-tf peer matches the transformer presets, not {cfg.model.kind}")
+    out.mkdir(parents=True, exist_ok=True)
+    sp = spm.SentencePieceProcessor(model_file=str(vocab_path(data_dir, cfg.data.vocab_size)))
+    pairs = load_split(data_dir, "train")
+    for index, lang in ((0, "en"), (1, "de")):
+        pieces = sp.encode([p[index] for p in pairs], out_type=str)
+        (out / f"train.{lang}.sp").write_text("".join(" ".join(p) + "\n" for p in pieces))
+    special = {sp.pad_id(), sp.bos_id(), sp.eos_id()}
+    (out / "spm.vocab").write_text("".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i)}\n"
+                                           for i in range(sp.get_piece_size()) if i not in special))
+    subprocess.run([str(venv / "bin" / "onmt-build-vocab"), "--from_vocab", str(out / "spm.vocab"),
+                    "--from_format", "sentencepiece", "--save_vocab", str(out / "vocab.txt")],
+                   check=True, stdout=subprocess.DEVNULL)
+    (out / "model.py").write_text(MODEL_FILE.format(**cfg.model.hparams))
+    t = cfg.train
+    (out / "config.yml").write_text(CONFIG.format(dir=out, peak_lr=t.peak_lr, warmup=t.warmup_steps,
+                                                  label_smoothing=t.label_smoothing,
+                                                  max_length=cfg.data.max_length))
+    return out
+
+
+def train_command(prepared: Path, model_dir: Path, venv: Path, bf16: bool, steps: int,
+                  batch_tokens: int, report_every: int) -> Tuple[List[str], Dict[str, str]]:
+    """``onmt-main train`` of ``steps`` steps into ``model_dir``, and its environment."""
+    run_cfg = model_dir.with_suffix(".yml")
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_cfg.write_text(f"model_dir: {model_dir}\ntrain:\n  batch_size: {batch_tokens}\n"
+                       f"  max_step: {steps}\n  save_checkpoints_steps: {steps}\n"
+                       f"  save_summary_steps: {report_every}\n")
+    cmd = [str(venv / "bin" / "onmt-main"), "--model", str(prepared / "model.py"), "--config",
+           str(prepared / "config.yml"), str(run_cfg), "train"]
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env.update({"ONMT_PEER_BF16": "1" if bf16 else "0", "TF_CPP_MIN_LOG_LEVEL": "1"})
+    return cmd, env
+
+
+def read_log(text: str, report_every: int) -> List[Dict[str, Any]]:
+    """OpenNMT-tf's step lines as progress entries: step, s_per_step (from the lines' timestamps:
+    its steps/s is printed with two digits), tokens_per_s (target tokens, as ours)."""
+    lines = [(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f"), int(step), float(tgt))
+             for stamp, step, _src, tgt in STEP_LINE.findall(text)]
+    entries = [{"step": step, "tokens_per_s": tgt,
+                "s_per_step": (stamp - prev[0]).total_seconds() / (step - prev[1])}
+               for prev, (stamp, step, tgt) in zip(lines, lines[1:])]
+    if not entries:
+        raise ValueError("fewer than two 'Step = N ; steps/s = ...' lines in the OpenNMT-tf log")
+    return entries
+
+
+def parameter_count(text: str) -> Mapping[str, int]:
+    """The parameter count OpenNMT-tf logs, when it does."""
+    found = re.search(r"Number of model parameters: (\d+)", text)
+    return {"parameters": int(found.group(1))} if found else {}
