@@ -33,7 +33,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from tf_nmt.studies import common
 from tf_nmt.studies import quantization as qstudy

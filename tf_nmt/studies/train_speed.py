@@ -25,7 +25,6 @@ target positions that are real tokens in our token buckets.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
