@@ -24,12 +24,12 @@ def test_registered_as_a_study():
 
 
 def test_onmt_log_gives_step_times_from_timestamps_and_target_tokens():
-    entries = onmt_peer.read_log(ONMT_LOG, 5)
+    entries = onmt_peer.read_log(ONMT_LOG)
     assert entries == [{"step": 10, "tokens_per_s": 1600.0, "s_per_step": 2.0},
                        {"step": 15, "tokens_per_s": 2000.0, "s_per_step": 1.6}]
     assert onmt_peer.parameter_count(ONMT_LOG) == {"parameters": 7586624}
     with pytest.raises(ValueError, match="fewer than two"):
-        onmt_peer.read_log(ONMT_LOG.splitlines()[1], 5)
+        onmt_peer.read_log(ONMT_LOG.splitlines()[1])
 
 
 def test_steady_speed_counts_only_the_steps_after_the_warm_up():

@@ -8,7 +8,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,6 +94,15 @@ def parse_ranks(text: str) -> Tuple[int, ...]:
     if not values or min(values) < 1:
         raise ValueError(f"rank counts must be positive integers, got {text!r}")
     return values
+
+
+def toy_data_dir(toy_data: Optional[Callable[[Path], Path]], work_dir: str, script: str) -> str:
+    """The toy prepared-data directory a study's ``--tiny`` trains on, written under
+    ``work_dir`` by ``toy_data`` (the test helpers' writer, which ``script`` passes in)."""
+    if toy_data is None:
+        raise SystemExit(f"--tiny needs the toy corpus of the test helpers: run "
+                         f"{script} --tiny from a source checkout")
+    return str(toy_data(Path(work_dir) / "toy-data"))
 
 
 def set_args(overrides: Sequence[str]) -> List[str]:

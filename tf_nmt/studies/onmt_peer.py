@@ -110,7 +110,7 @@ def train_command(prepared: Path, model_dir: Path, venv: Path, bf16: bool, steps
     return cmd, env
 
 
-def read_log(text: str, report_every: int) -> List[Dict[str, Any]]:
+def read_log(text: str) -> List[Dict[str, Any]]:
     """OpenNMT-tf's step lines as progress entries: step, s_per_step (from the lines' timestamps:
     its steps/s is printed with two digits), tokens_per_s (target tokens, as ours)."""
     lines = [(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f"), int(step), float(tgt))

@@ -289,10 +289,7 @@ def main(argv: Optional[Sequence[str]] = None,
     results_path = Path(args.results)
     common.refuse_existing([results_path], args.overwrite)
     if args.tiny:
-        if toy_data is None:
-            raise SystemExit("--tiny needs the toy corpus of the test helpers: run "
-                             "scripts/quantization_experiment.py --tiny from a source checkout")
-        args.data_dir = str(toy_data(Path(args.work_dir) / "toy-data"))
+        args.data_dir = common.toy_data_dir(toy_data, args.work_dir, "scripts/quantization_experiment.py")
         args.baseline_steps, args.retrain_steps, args.cycle = 30, 10, 10
         args.eval_limit = args.eval_limit or 10
     start = time.perf_counter()

@@ -161,7 +161,7 @@ class Bench:
         log = self.work / f"{name}-r{round_index}.log"
         usage = run_timed(cmd, env, log, a.timeout)
         text = log.read_text(errors="replace")
-        entries = onmt_peer.read_log(text, a.log_every)
+        entries = onmt_peer.read_log(text)
         return {**steady_speed(entries, a.warmup, a.log_every), **usage,
                 **onmt_peer.parameter_count(text)}
 
