@@ -67,3 +67,25 @@ def test_fit_optimises_the_token_mean_and_counts_tokens():
     mask = y.numpy() != 0
     expected_acc = ((logits.argmax(-1) == y.numpy()) & mask).sum() / mask.sum()
     np.testing.assert_allclose(history.history["accuracy"][0], expected_acc, rtol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps):
+    """d loss / d logits is ``(softmax - q) * weight / n_tokens``, zero on pad positions, as the
+    dense-target cross-entropy (the textbook form) gives it by autodiff."""
+    rng = np.random.RandomState(2)
+    logits = tf.constant(rng.normal(0, 3, (3, 6, 13)).astype(np.float32))
+    y = rng.randint(1, 13, (3, 6))
+    y[1, 2:] = 0
+    q = tf.one_hot(y, 13) * (1 - eps) + eps / 13
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        ours = LabelSmoothedCrossEntropy(eps)(tf.constant(y), logits)
+        per_token = tf.nn.softmax_cross_entropy_with_logits(labels=q, logits=logits)
+        mask = tf.cast(y != 0, tf.float32)
+        dense = tf.reduce_sum(per_token * mask) / tf.reduce_sum(mask)
+    np.testing.assert_allclose(float(ours), float(dense), rtol=1e-5)
+    got, want = tape.gradient(ours, logits).numpy(), tape.gradient(dense, logits).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-7)
+    assert not got[1, 2:].any()
+    assert np.abs(got).max() > 1e-3
