@@ -43,6 +43,7 @@ class DataConfig:
     vocab_size: int = 8000
     max_length: int = 100
     batch_tokens: int = 4096
+    length_bucket_width: int = 1
     shuffle_seed: int = 1234
 
 

@@ -15,10 +15,11 @@ def random_corpus(n=600, max_len=60, seed=0) -> EncodedCorpus:
     return EncodedCorpus(tf.ragged.constant(src, dtype=tf.int32), tf.ragged.constant(tgt, dtype=tf.int32))
 
 
-@pytest.mark.parametrize("batch_tokens,max_length", [(256, 40), (1000, 70), (64, 63)])
-def test_every_batch_respects_the_token_budget(batch_tokens, max_length):
+@pytest.mark.parametrize("batch_tokens,max_length,width",
+                         [(256, 40, 0), (1000, 70, 0), (64, 63, 0), (1000, 70, 1), (256, 40, 3)])
+def test_every_batch_respects_the_token_budget(batch_tokens, max_length, width):
     ds = make_dataset(random_corpus(), batch_tokens=batch_tokens, max_length=max_length,
-                      shuffle=True, repeat=False, seed=1)
+                      shuffle=True, repeat=False, seed=1, bucket_width=width)
     seen = 0
     for inputs, target_out in ds:
         b, s = inputs["source"].shape
@@ -28,6 +29,36 @@ def test_every_batch_respects_the_token_budget(batch_tokens, max_length):
         assert target_out.shape == inputs["target_in"].shape
         seen += b
     assert seen > 0
+
+
+def test_width_one_buckets_pad_less_and_fill_the_budget():
+    """Width-1 buckets: every pair of a batch has the same longer side, so that side is never
+    padded, and more real tokens fit the budget than with the geometric buckets."""
+    corpus = random_corpus(n=2000, max_len=60)
+
+    def real_fraction(width):
+        real = padded = 0
+        for inputs, target_out in make_dataset(corpus, batch_tokens=1000, max_length=70,
+                                               shuffle=True, repeat=False, seed=2,
+                                               bucket_width=width):
+            src, tgt = inputs["source"].numpy(), target_out.numpy()
+            longer = np.maximum((src != PAD_ID).sum(1), (tgt != PAD_ID).sum(1))
+            if width == 1:
+                assert len(set(longer.tolist())) == 1
+            real += int((src != PAD_ID).sum() + (tgt != PAD_ID).sum())
+            padded += src.size + tgt.size
+        return real / padded
+
+    assert real_fraction(1) > real_fraction(0) + 0.02
+
+
+def test_bucket_plans():
+    assert bucket_plan(1000, 10, 1) == ([2, 3, 4, 5, 6, 7, 8, 9, 10],
+                                        [1000, 500, 333, 250, 200, 166, 142, 125, 111, 90])
+    assert bucket_plan(1000, 10, 4) == ([5, 9], [250, 125, 90])
+    assert bucket_plan(1000, 30)[0] == [8, 12, 16, 20, 25]
+    with pytest.raises(ValueError, match="bucket width"):
+        bucket_plan(1000, 10, -1)
 
 
 def test_length_filter_drops_only_long_pairs():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from tf_nmt.compat import tf
+from tf_nmt.config import ConfigError, DataConfig
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer
 
 
@@ -40,26 +41,43 @@ def encode_corpus(pairs: Sequence[Tuple[str, str]], tokenizer: SubwordTokenizer,
     return EncodedCorpus(tf.concat(src_parts, axis=0), tf.concat(tgt_parts, axis=0))
 
 
-def bucket_plan(batch_tokens: int, max_length: int) -> Tuple[List[int], List[int]]:
+def bucket_plan(batch_tokens: int, max_length: int, width: int = 0) -> Tuple[List[int], List[int]]:
     """Bucket boundaries and per-bucket batch sizes for a token budget.
 
     Lengths ``< boundaries[i]`` fall in bucket i; a batch of bucket i is padded to at most
     ``boundaries[i] - 1`` tokens, so ``batch_size = batch_tokens // (boundaries[i] - 1)`` keeps
     every batch within budget. The last bucket holds lengths up to ``max_length``.
+
+    ``width`` 0 gives geometric buckets (8, 12, 16, 20, 25, ... growing by a quarter); ``width``
+    w >= 1 gives buckets of w lengths each (OpenNMT-tf's ``length_bucket_width``): with w = 1
+    every pair of a batch has the same longer side, so the budget is filled with less padding.
     """
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
+    if width < 0:
+        raise ValueError(f"bucket width must be >= 0 (0: geometric buckets), got {width}")
     if batch_tokens < max_length + 1:
         raise ValueError(f"batch_tokens ({batch_tokens}) must be at least max_length + 1 "
                          f"({max_length + 1}) so that one longest pair fits in a batch")
     boundaries: List[int] = []
-    bound = 8
-    while bound <= max_length:
-        boundaries.append(bound)
-        bound = max(bound + 4, int(bound * 1.25))
+    if width:
+        boundaries = list(range(width + 1, max_length + 1, width))
+    else:
+        bound = 8
+        while bound <= max_length:
+            boundaries.append(bound)
+            bound = max(bound + 4, int(bound * 1.25))
     upper = boundaries + [max_length + 2]
     sizes = [max(1, batch_tokens // (b - 1)) for b in upper]
     return boundaries, sizes
+
+
+def check_data_config(data: DataConfig) -> None:
+    """ConfigError for ``data.*`` settings no batch plan can satisfy (before any data is read)."""
+    try:
+        bucket_plan(data.batch_tokens, data.max_length, data.length_bucket_width)
+    except ValueError as e:
+        raise ConfigError(f"data: {e}") from None
 
 
 def _with_specials(src: tf.Tensor, tgt: tf.Tensor):
@@ -71,18 +89,19 @@ def _with_specials(src: tf.Tensor, tgt: tf.Tensor):
 def make_dataset(corpus: EncodedCorpus, batch_tokens: int = 4096, max_length: int = 100,
                  shuffle: bool = True, repeat: bool = True, seed: Optional[int] = None,
                  num_shards: int = 1, shard_index: int = 0,
-                 shuffle_buffer: Optional[int] = None) -> tf.data.Dataset:
+                 shuffle_buffer: Optional[int] = None, bucket_width: int = 0) -> tf.data.Dataset:
     """Training/eval batches ``({"source": [B,S], "target_in": [B,T]}, target_out [B,T])``.
 
     ``max_length`` counts subword tokens including eos/bos; longer pairs are dropped.
     ``num_shards``/``shard_index`` give each distributed worker a disjoint slice of the corpus.
+    ``bucket_width``: see :func:`bucket_plan` (``data.length_bucket_width``).
     """
     if num_shards < 1 or not 0 <= shard_index < num_shards:
         raise ValueError(f"invalid shard {shard_index} of {num_shards}")
     if num_shards > len(corpus):
         raise ValueError(f"more data shards requested ({num_shards}) than sentence pairs "
                          f"({len(corpus)}): use fewer workers or more data")
-    boundaries, sizes = bucket_plan(batch_tokens, max_length)
+    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
     ds = tf.data.Dataset.from_tensor_slices((corpus.source, corpus.target))
     if num_shards > 1:
         ds = ds.shard(num_shards, shard_index)

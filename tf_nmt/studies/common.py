@@ -47,7 +47,8 @@ def rank_batches(cfg: Config, rank: int, size: int, steps: int, pairs_per_rank: 
     sample = [pairs[i] for i in order[:pairs_per_rank * size]][rank::size]
     corpus = encode_corpus(sample, tokenizer)
     ds = make_dataset(corpus, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
-                      repeat=True, seed=cfg.data.shuffle_seed + rank)
+                      repeat=True, seed=cfg.data.shuffle_seed + rank,
+                      bucket_width=cfg.data.length_bucket_width)
     return tokenizer, list(ds.take(steps))
 
 

@@ -58,7 +58,8 @@ def calibrated_scale(experiment: qstudy.Experiment, baseline: Path, batches: int
     probe.set_weights(fp32.get_weights())
     dev = encode_corpus(load_split(Path(experiment.args.data_dir), "dev"), tokenizer)
     data = make_dataset(dev, cfg.data.batch_tokens, cfg.data.max_length, shuffle=False,
-                        repeat=False)
+                        repeat=False,
+                        bucket_width=cfg.data.length_bucket_width)
     return calibrate_scale(probe, (features for features, _ in data.take(batches)),
                            ACTIVATION_BITS)
 

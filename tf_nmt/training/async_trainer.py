@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
-from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.data.vocabulary import ensure_vocab, load_split
 from tf_nmt.distributed.async_sgd import train_async
 from tf_nmt.distributed.ps_cluster import LocalPSCluster
@@ -37,6 +37,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     t = cfg.train
     check_async_config(t)
+    check_data_config(cfg.data)
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
@@ -54,7 +55,8 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
 
     def dataset_fn():  # traced on the workers: the corpus length must be a Python int
         return make_dataset(sized, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
-                            repeat=True, seed=None)
+                            repeat=True, seed=None,
+                            bucket_width=cfg.data.length_bucket_width)
 
     def optimizer():
         # Each server update applies one push (or K summed pushes) of one worker's batch, so the

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
-from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import SubwordTokenizer
@@ -85,6 +85,7 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
 def validate_config(cfg: Config) -> None:
     """Every ConfigError a run would hit, raised before any data, file or process is touched."""
     check_model_config(cfg.model.kind, cfg.model.hparams)
+    check_data_config(cfg.data)
     if cfg.train.mixed_precision and cfg.model.kind != "transformer":
         raise ConfigError("train.mixed_precision is supported for the transformer only")
     schedules.from_config(cfg.train)
@@ -188,13 +189,15 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
     train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                             shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
-                            num_shards=ctx.size, shard_index=ctx.rank)
+                            num_shards=ctx.size, shard_index=ctx.rank,
+                            bucket_width=cfg.data.length_bucket_width)
     # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
     # resumed run see exactly the data an uninterrupted run would have seen next.
     # (Horovod's optimizer.iterations counts backward passes, also with gradient accumulation.)
     train_ds = train_ds.skip(resumed_from)
     dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
-                          shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank)
+                          shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank,
+                          bucket_width=cfg.data.length_bucket_width)
     chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
               f"{len(train_corpus):,} train pairs, world size {ctx.size}"
               + (f", resuming from step {resumed_from}" if resuming else ""))
