@@ -18,6 +18,7 @@ import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
 from tf_nmt.config import COMM_MODES
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.studies import STUDIES, run_study
+from tf_nmt.utils import allocator
 
 
 def _config(args: argparse.Namespace):
@@ -360,6 +361,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The ``tf-nmt`` command. With ``argv`` None (the real command line) the process first
+    re-executes itself with tcmalloc preloaded where installed (:mod:`tf_nmt.utils.allocator`)."""
+    if argv is None:
+        try:
+            allocator.reexec_with_tcmalloc(sys.orig_argv)
+        except (ValueError, FileNotFoundError) as err:
+            print(f"tf-nmt: error: {err}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

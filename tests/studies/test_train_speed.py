@@ -60,6 +60,10 @@ def test_ratios_are_medians_of_per_round_ratios():
     (["--variants", "fp32,fp64"], "unknown variant"),
     (["--variants", "fp32", "--warmup", "7"], "multiples of --log-every"),
     (["--variants", "onmt-fp32", "--onmt-venv", "/nonexistent"], "install_opennmt.sh"),
+    (["--variants", "fp32", "--variant", "w1"], "expected NAME:SETTINGS"),
+    (["--variants", "fp32", "--variant", "w1:data.length_bucket_width"], "is not KEY=VALUE"),
+    (["--variants", "fp32", "--variant", "fp32:data.length_bucket_width=1"], "must be new"),
+    (["--variants", "fp32", "--variant", "a:x=1", "--variant", "a:x=2"], "must be new"),
 ])
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
@@ -84,21 +88,24 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     out = tmp_path / "speed.json"
     argv = ["--data-dir", str(data), "--variants", "fp32,fp32-xla", "--rounds", "2",
             "--warmup", "4", "--steps", "4", "--log-every", "2", "--batch-tokens", "256",
-            "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+            "--work-dir", str(tmp_path / "work"), "--out", str(out),
+            "--variant", "w3:train.mixed_precision=false data.length_bucket_width=3 env.TF_NMT_X=1"]
     for item in TINY:
         argv += ["--set", item]
     assert bench.main(argv) == 0
     result = json.loads(out.read_text())
     variants = result["variants"]
-    assert list(variants) == ["fp32", "fp32-xla"] and variants["fp32"]["x_fp32"] == 1.0
+    assert list(variants) == ["fp32", "fp32-xla", "w3"] and variants["fp32"]["x_fp32"] == 1.0
+    assert result["variant_settings"]["w3"]["env"] == {"TF_NMT_X": "1"}
     for row in variants.values():
         assert len(row["rounds"]) == 2 and row["tgt_tok_per_s"] > 0 and row["cores_busy"] > 0
         assert all(r["timed_steps"] == 4 for r in row["rounds"])
     from tf_nmt.config import load_config
 
-    for name, xla in (("fp32", False), ("fp32-xla", True)):
+    for name, xla, width in (("fp32", False, 1), ("fp32-xla", True, 1), ("w3", False, 3)):
         cfg = load_config(str(tmp_path / "work" / f"{name}-r1" / "config.yaml"))
         assert cfg.train.jit_compile is xla and cfg.train.mixed_precision is False
+        assert cfg.data.length_bucket_width == width
     assert 0 < result["padding"]["target_real_fraction"] <= 1
     with pytest.raises(SystemExit, match="exists"):  # never overwritten silently
         bench.main(argv)

@@ -10,13 +10,16 @@ variants run in rotated order in every round, so this noisy machine's drift fall
 them alike; each variant's figure is its median over rounds and its ratio to the baseline (and
 to the peer) is the median of the per-round ratios.
 
-Variants (``--variants``; names in :data:`VARIANTS`): ``fp32`` and ``bf16`` (mixed bfloat16),
-each with XLA (``-xla``), ``bf16`` with TensorFlow's threads set explicitly (``-intra2``), with
-tcmalloc (``-tcmalloc``, when the library is installed), as 2 processes x 1 thread under
-``horovodrun`` (``-hvd2x1``, the same global batch); the peer ``onmt-fp32`` (its CPU default)
-and ``onmt-bf16`` (its Keras policy forced to mixed_bfloat16), from a side virtualenv
-(``scripts/install_opennmt.sh``). The batch's padding is measured once: the fraction of padded
-target positions that are real tokens in our token buckets.
+Variants (``--variants``; names in :data:`VARIANTS`): ``fp32`` and ``bf16`` (mixed bfloat16)
+with tf-nmt's defaults; each with XLA (``-xla``), ``-geometric`` (the geometric length
+buckets, ``data.length_bucket_width=0``) and ``-tcmalloc`` (``TF_NMT_ALLOCATOR=tcmalloc``,
+where installed); ``bf16`` with TensorFlow's threads set explicitly (``-intra2``)
+and as 2 processes x 1 thread under ``horovodrun`` (``-hvd2x1``, the same global batch); the
+peer ``onmt-fp32`` (its CPU default) and ``onmt-bf16`` (its Keras policy forced to
+mixed_bfloat16), from a side virtualenv (``scripts/install_opennmt.sh``), and ``onmt-fp32``
+with tcmalloc preloaded (``onmt-fp32-tcmalloc``, where installed). ``--variant`` adds variants
+of config overrides and environment variables. The batch's padding is measured once: the
+fraction of padded positions that are real tokens in our token buckets.
 
     python scripts/bench_train.py                       # results/train_speed.json (~1 hour)
     python scripts/bench_train.py --variants fp32,bf16 --rounds 1 --warmup 5 --steps 10 \\
@@ -35,13 +38,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tf_nmt.studies import common
+from tf_nmt.utils import allocator
 
 ONMT_VENV = Path(".venv-onmt")
-TCMALLOC_CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-                       "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4")
+TCMALLOC = "<tcmalloc>"  # in a variant's env: the installed tcmalloc library
 BASELINE, PEER = "fp32", "onmt-fp32"
 
 
@@ -62,24 +65,52 @@ class Variant:
     peer: Optional[str] = None
 
 
+FP32, BF16 = "train.mixed_precision=false", "train.mixed_precision=true"
+TCMALLOC_ENV = {allocator.ENV: "tcmalloc"}
 VARIANTS: Dict[str, Variant] = {
-    "fp32": Variant(["train.mixed_precision=false"]),
-    "bf16": Variant(["train.mixed_precision=true"]),
-    "fp32-xla": Variant(["train.mixed_precision=false", "train.jit_compile=true"]),
-    "bf16-xla": Variant(["train.mixed_precision=true", "train.jit_compile=true"]),
-    "bf16-intra2": Variant(["train.mixed_precision=true"],
-                           {"TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1",
-                            "OMP_NUM_THREADS": "2"}),
-    "bf16-tcmalloc": Variant(["train.mixed_precision=true"], {"LD_PRELOAD": "<tcmalloc>"}),
-    "bf16-hvd2x1": Variant(["train.mixed_precision=true"], processes=2),
+    "fp32": Variant([FP32]),
+    "bf16": Variant([BF16]),
+    "fp32-xla": Variant([FP32, "train.jit_compile=true"]),
+    "bf16-xla": Variant([BF16, "train.jit_compile=true"]),
+    "fp32-geometric": Variant([FP32, "data.length_bucket_width=0"]),
+    "bf16-geometric": Variant([BF16, "data.length_bucket_width=0"]),
+    "fp32-tcmalloc": Variant([FP32], TCMALLOC_ENV),
+    "bf16-tcmalloc": Variant([BF16], TCMALLOC_ENV),
+    "bf16-intra2": Variant([BF16], {"TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1",
+                                    "OMP_NUM_THREADS": "2"}),
+    "bf16-hvd2x1": Variant([BF16], processes=2),
     "onmt-fp32": Variant(peer="fp32"),
     "onmt-bf16": Variant(peer="bf16"),
+    "onmt-fp32-tcmalloc": Variant(env={"LD_PRELOAD": TCMALLOC}, peer="fp32"),
 }
+NEEDS_TCMALLOC = ("fp32-tcmalloc", "bf16-tcmalloc", "onmt-fp32-tcmalloc")
 
 
-def tcmalloc_path() -> Optional[str]:
-    """The installed tcmalloc library, or None."""
-    return next((p for p in TCMALLOC_CANDIDATES if Path(p).is_file()), None)
+def parse_variant(text: str) -> Tuple[str, Variant]:
+    """``NAME:OVERRIDE ... env.KEY=VALUE ...`` (``--variant``) as (name, tf-nmt Variant)."""
+    name, sep, settings = text.partition(":")
+    if not sep or not name.strip() or not settings.split():
+        raise ValueError(f"--variant {text!r}: expected NAME:SETTINGS, e.g. "
+                         "'fp32-w1:train.mixed_precision=false data.length_bucket_width=1'")
+    overrides: List[str] = []
+    env: Dict[str, str] = {}
+    for item in settings.split():
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--variant {name}: {item!r} is not KEY=VALUE")
+        if key.startswith("env."):
+            env[key[4:]] = value
+        else:
+            overrides.append(item)
+    return name.strip(), Variant(overrides, env)
+
+
+def variant_env(variant: Variant, base: Mapping[str, str]) -> Dict[str, str]:
+    """``base`` with the variant's variables (``<tcmalloc>`` replaced by the library's path)."""
+    env = dict(base)
+    env.update({k: (allocator.tcmalloc_path() or "") if v == TCMALLOC else v
+                for k, v in variant.env.items()})
+    return env
 
 
 def steady_speed(entries: Sequence[Mapping[str, Any]], warmup: int, log_every: int
@@ -132,9 +163,7 @@ class Bench:
                      *a.set, *variant.overrides]
         train = ["train", "--run-dir", str(run_dir), "--data-dir", a.data_dir, "--preset",
                  a.preset, *common.set_args(overrides)]
-        env = dict(os.environ)
-        env.update({k: (tcmalloc_path() or "") if v == "<tcmalloc>" else v
-                    for k, v in variant.env.items()})
+        env = variant_env(variant, os.environ)
         if variant.processes > 1:
             cmd = launcher.horovodrun_command(variant.processes,
                                               [str(common.tf_nmt_executable()), *train])
@@ -159,14 +188,14 @@ class Bench:
                                            bf16=variant.peer == "bf16", steps=self.total,
                                            batch_tokens=a.batch_tokens, report_every=a.log_every)
         log = self.work / f"{name}-r{round_index}.log"
-        usage = run_timed(cmd, env, log, a.timeout)
+        usage = run_timed(cmd, variant_env(variant, env), log, a.timeout)
         text = log.read_text(errors="replace")
         entries = onmt_peer.read_log(text)
         return {**steady_speed(entries, a.warmup, a.log_every), **usage,
                 **onmt_peer.parameter_count(text)}
 
     def measure(self, name: str, round_index: int) -> Dict[str, Any]:
-        variant = VARIANTS[name]
+        variant = self.args.table[name]
         runner = self.onmt if variant.peer else self.tf_nmt
         return runner(name, variant, round_index)
 
@@ -216,7 +245,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--preset", default="quickstart")
     p.add_argument("--variants", default=None,
                    help=f"comma-separated, from {', '.join(VARIANTS)} (default: all; "
-                        "bf16-tcmalloc only where tcmalloc is installed)")
+                        f"{', '.join(NEEDS_TCMALLOC)} only where tcmalloc is installed)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
+                   help="an extra tf-nmt variant: NAME, a colon, then space-separated config "
+                        "overrides and env.KEY=VALUE environment variables, e.g. "
+                        "'fp32-w1:train.mixed_precision=false data.length_bucket_width=1' "
+                        "(repeatable; measured after --variants, in the same rounds)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     p.add_argument("--warmup", type=int, default=30, help="steps before timing starts")
     p.add_argument("--steps", type=int, default=60, help="timed steps per run")
@@ -230,12 +264,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     names = (args.variants.split(",") if args.variants else
-             [n for n in VARIANTS if n != "bf16-tcmalloc" or tcmalloc_path()])
+             [n for n in VARIANTS if n not in NEEDS_TCMALLOC or allocator.tcmalloc_path()])
+    try:
+        extra = dict(parse_variant(text) for text in args.variant)
+    except ValueError as e:
+        p.error(str(e))
+    clash = sorted(set(extra) & (set(VARIANTS) | set(names)))
+    if clash or len(extra) != len(args.variant):
+        p.error(f"--variant names must be new and distinct: {clash or args.variant}")
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}: use {', '.join(VARIANTS)}")
-    if "bf16-tcmalloc" in names and tcmalloc_path() is None:
-        p.error("bf16-tcmalloc: no tcmalloc library (apt install libtcmalloc-minimal4); "
+    missing = [n for n in names if n in NEEDS_TCMALLOC and allocator.tcmalloc_path() is None]
+    if missing:
+        p.error(f"{', '.join(missing)}: no tcmalloc library (apt install libtcmalloc-minimal4); "
                 "leave the variant out")
     if any(VARIANTS[n].peer for n in names) and not (Path(args.onmt_venv) / "bin" / "onmt-main").is_file():
         p.error(f"the OpenNMT-tf variants need {args.onmt_venv}/bin/onmt-main: run "
@@ -245,7 +287,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup % args.log_every or args.steps % args.log_every:
         p.error("--warmup and --steps must be multiples of --log-every")
-    args.variants = names
+    args.variants = names + list(extra)
+    args.table = {**{n: VARIANTS[n] for n in names}, **extra}
     return args
 
 
@@ -273,7 +316,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                               "loadavg_before": load_before,
                               "loadavg_after": [round(v, 2) for v in os.getloadavg()]},
-                  "settings": {k: v for k, v in vars(args).items() if k != "overwrite"},
+                  "settings": {k: v for k, v in vars(args).items()
+                               if k not in ("overwrite", "table")},
+                  "variant_settings": {n: {"overrides": list(v.overrides), "env": dict(v.env),
+                                           "processes": v.processes, "peer": v.peer}
+                                       for n, v in args.table.items()},
                   "padding": padding(args.data_dir, args.preset, args.set, args.batch_tokens, 50),
                   "variants": summary}
     print(format_table(summary))
