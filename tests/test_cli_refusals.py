@@ -79,3 +79,18 @@ def test_quickstart_run_dir_new_empty_existing_and_fresh(tmp_path):
         new_run_dir(new)
     fresh = new_run_dir(new, fresh=True)
     assert fresh.parent == tmp_path and fresh.name.startswith("new-") and not fresh.exists()
+
+
+def test_quickstart_preset_picks_the_recipe_and_unknown_ones_are_refused(tmp_path, monkeypatch, capsys):
+    import tf_nmt.quickstart
+    from tf_nmt import cli
+
+    seen = {}
+    monkeypatch.setattr(tf_nmt.quickstart, "run_quickstart", lambda *a, **kw: seen.update(kw))
+    assert cli.main(["quickstart", "--preset", "gnmt-small", "--run-dir", str(tmp_path / "r")]) == 0
+    assert seen["preset_name"] == "gnmt-small"
+    assert cli.main(["quickstart", "--run-dir", str(tmp_path / "r")]) == 0
+    assert seen["preset_name"] == "quickstart"
+    with pytest.raises(SystemExit):
+        cli.main(["quickstart", "--preset", "gnmt-big"])
+    assert "invalid choice: 'gnmt-big'" in capsys.readouterr().err

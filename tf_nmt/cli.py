@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
-from tf_nmt.config import COMM_MODES
+from tf_nmt.config import COMM_MODES, PRESETS
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.studies import STUDIES, run_study
 from tf_nmt.utils import allocator
@@ -201,7 +201,8 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
     run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
                    Path(args.results), minutes=args.minutes, overrides=args.set,
-                   debs_dir=args.debs_dir, fresh=args.fresh)
+                   debs_dir=args.debs_dir, fresh=args.fresh, preset_name=args.preset,
+                   precision=args.precision)
     return 0
 
 
@@ -343,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, default=Path("runs/quickstart"))
     p.add_argument("--export-dir", type=Path, default=Path("runs/quickstart-export"))
     p.add_argument("--results", type=Path, default=Path("results/quickstart.json"))
+    p.add_argument("--preset", default="quickstart", choices=list(PRESETS),
+                   help="the model and recipe: the Transformer (default) or the GNMT LSTM")
+    p.add_argument("--precision", default="auto", choices=["auto", "float32", "bfloat16"],
+                   help="auto (default): time float32 and mixed bfloat16 training steps on this "
+                        "machine first (about a minute) and train with the faster")
     p.add_argument("--minutes", type=float, default=45.0,
                    help="training time budget (the whole job stays under ~60 min on 2 cores)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from tf_nmt.config import load_config, preset
+from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
 from tf_nmt.training.run import RunDirError, load_trained_model
+from tf_nmt.training.autotune import fastest_precision
 from tf_nmt.training.trainer import train
 from tf_nmt.utils.io import write_json_atomic
 
@@ -34,6 +36,7 @@ out = serve(texts=tf.constant(texts))["translations"].numpy()
 print(json.dumps([t.decode("utf-8") for t in out]))
 """
 
+PRECISION_CHOICES = ("auto", "float32", "bfloat16")
 SAMPLE_SENTENCES = ["Open the file.", "Click the OK button to close the dialog.",
                     "I don't know what you mean.", "The table has three columns."]
 
@@ -72,17 +75,34 @@ def new_run_dir(run_dir: Path, fresh: bool = False) -> Path:
 
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 45.0, overrides: Optional[List[str]] = None,
-                   debs_dir: Optional[Path] = None, fresh: bool = False) -> Dict[str, Any]:
+                   debs_dir: Optional[Path] = None, fresh: bool = False,
+                   preset_name: str = "quickstart", precision: str = "auto") -> Dict[str, Any]:
     """Prepare data, train a new run (see :func:`new_run_dir`), evaluate, export, check the
-    export in a fresh process and write ``results_path``."""
+    export in a fresh process and write ``results_path``. ``preset_name``: the model and
+    recipe (``quickstart``, the Transformer; ``gnmt-small``, the LSTM, for the same budget).
+    ``precision``: ``auto`` times float32 and mixed bfloat16 steps on this machine first and
+    trains with the faster (:mod:`tf_nmt.training.autotune`), or ``float32``/``bfloat16``."""
+    if precision not in PRECISION_CHOICES:
+        raise UsageError(f"--precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}")
+    if precision != "auto" and any(o.startswith("train.mixed_precision=") for o in overrides or []):
+        raise UsageError("give the precision once: --precision or --set train.mixed_precision")
     run_dir = new_run_dir(run_dir, fresh)
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
     cfg = load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
                              f"train.time_budget_minutes={minutes}"] + list(overrides or []),
-                      base=preset("quickstart"))
+                      base=preset(preset_name))
     ensure_vocab(Path(data_dir), cfg.data.vocab_size)
     prepare_seconds = time.perf_counter() - t0
+    probe: Optional[Dict[str, Any]] = None
+    if precision != "auto":
+        cfg = load_config(None, [f"train.mixed_precision={str(precision == 'bfloat16').lower()}"],
+                          base=cfg)
+    elif not any(o.startswith("train.mixed_precision=") for o in overrides or []):
+        choice = fastest_precision(cfg)
+        cfg = load_config(None, [f"train.mixed_precision={str(choice.mixed_precision).lower()}"],
+                          base=cfg)
+        probe = choice.as_dict()
 
     result = train(cfg, Path(run_dir))
     report = evaluate_run(Path(run_dir), split="test")
@@ -97,6 +117,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         print(f"  {en}  →  {de}")
 
     last = result.history[-1] if result.history else {}
+    step_times = [h["s_per_step"] for h in result.history if h.get("s_per_step")]
     payload = {
         "command": "tf-nmt quickstart " + " ".join(sys.argv[2:]),
         "bleu": round(report["bleu"], 2),
@@ -107,13 +128,19 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "bleu_text": report["bleu_text"],
         "test_sentences": report["sentences"],
         "beam_size": report["beam_size"],
+        "preset": preset_name,
+        "precision": {"mixed_precision": cfg.train.mixed_precision, "asked": precision,
+                      "probe": probe},
         "model": {"kind": cfg.model.kind, "hparams": cfg.model.hparams,
                   "parameters": result.num_parameters, "vocab_size": tokenizer.vocab_size},
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
                      "time_budget_minutes": minutes, "batch_tokens": cfg.data.batch_tokens,
                      "final_train_loss": last.get("loss"), "dev_loss": result.val_loss,
                      "last_tokens_per_s": last.get("tokens_per_s"),
-                     "last_s_per_step": last.get("s_per_step")},
+                     "last_s_per_step": last.get("s_per_step"),
+                     # the mean over the logged intervals: what to compare across machines
+                     "mean_s_per_step": (round(sum(step_times) / len(step_times), 4)
+                                         if step_times else None)},
         "corpus": stats.get("splits", stats),
         "prepare_seconds": round(prepare_seconds, 1),
         "translate_seconds": round(report["translate_seconds"], 1),

@@ -1,0 +1,97 @@
+"""Pick the faster of float32 and mixed bfloat16 training on this machine by timing real steps.
+
+Which precision trains faster on a CPU depends on the CPU, not on the model: bfloat16 halves the
+matmul cost only where the CPU has fast bfloat16 dot products, and TensorFlow's element-wise
+bfloat16 kernels are slower than its float32 ones everywhere. ``scripts/bench_train.py``
+measured bf16 at 0.70x of float32 on one 2-core Xeon here, while issue 17 reported 1.5x on
+another machine of the same offer. So ``tf-nmt quickstart`` does not guess: it times both on
+the run's own batches (:func:`fastest_precision`) and trains with the faster.
+
+The probe builds its own models and never touches the run directory; the trainer re-seeds
+everything when it starts, so the run is the same as one started with the chosen setting.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.config import Config, load_config
+from tf_nmt.data.pipeline import encode_corpus, make_dataset
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.vocabulary import load_split, vocab_path
+from tf_nmt.training.trainer import build_and_compile
+
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+@dataclass
+class PrecisionChoice:
+    """The probe's outcome: ``mixed_precision`` to train with and the s/step behind it."""
+
+    mixed_precision: bool
+    s_per_step: Dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+    probe_seconds: float = 0.0
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"chosen": PRECISIONS[int(self.mixed_precision)], "s_per_step": self.s_per_step,
+                "rounds": self.rounds, "probe_seconds": round(self.probe_seconds, 1)}
+
+
+def probe_batches(cfg: Config, count: int, pairs: int = 4000) -> Tuple[int, List[Any]]:
+    """(vocabulary size, ``count`` training batches built as the trainer builds them from the
+    first ``pairs`` training pairs, shuffled with the run's seed)."""
+    data_dir = Path(cfg.data.data_dir)
+    tokenizer = SubwordTokenizer.load(vocab_path(data_dir, cfg.data.vocab_size))
+    corpus = encode_corpus(load_split(data_dir, "train")[:pairs], tokenizer)
+    ds = make_dataset(corpus, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
+                      repeat=True, seed=cfg.data.shuffle_seed,
+                      bucket_width=cfg.data.length_bucket_width)
+    return tokenizer.vocab_size, list(ds.take(count))
+
+
+def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
+                      log: Callable[[str], None] = print) -> PrecisionChoice:
+    """Time training steps of ``cfg``'s model in float32 and in mixed bfloat16 on the same
+    ``batches`` real batches: one untimed pass each (tracing, kernel set-up), then ``rounds``
+    alternating timed passes. Returns the faster (float32 on a tie: it is the more exact).
+
+    Only the Transformer trains in bfloat16 here; any other model gets float32 without a probe.
+    """
+    if cfg.model.kind != "transformer":
+        return PrecisionChoice(False)
+    if batches < 1 or rounds < 1:
+        raise ValueError("batches and rounds must be >= 1")
+    start = time.perf_counter()
+    vocab_size, data = probe_batches(cfg, batches)
+    steps: Dict[str, Callable] = {}
+    for name, mixed in zip(PRECISIONS, (False, True)):
+        probe_cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
+        model = build_and_compile(probe_cfg, vocab_size)
+        steps[name] = tf.function(model.train_step, reduce_retracing=True)
+    for step in steps.values():  # untimed: tracing and oneDNN primitive creation
+        for batch in data:
+            step(batch)
+    seconds: Dict[str, float] = {name: 0.0 for name in steps}
+    for r in range(rounds):
+        order = list(steps) if r % 2 == 0 else list(reversed(list(steps)))
+        for name in order:
+            t0 = time.perf_counter()
+            for batch in data:
+                out = steps[name](batch)
+            float(out["loss"])  # wait for the last step
+            seconds[name] += time.perf_counter() - t0
+    per_step = {name: round(s / (rounds * len(data)), 4) for name, s in seconds.items()}
+    steps.clear()
+    keras.backend.clear_session()
+    gc.collect()
+    choice = PrecisionChoice(per_step["mixed_bfloat16"] < per_step["float32"], per_step, rounds,
+                             time.perf_counter() - start)
+    log(f"precision probe ({len(data)} batches x {rounds} rounds, {choice.probe_seconds:.0f} s): "
+        f"float32 {per_step['float32']:.3f} s/step, mixed bfloat16 "
+        f"{per_step['mixed_bfloat16']:.3f} s/step -> {choice.as_dict()['chosen']}")
+    return choice
