@@ -21,7 +21,7 @@ with tcmalloc preloaded (``onmt-fp32-tcmalloc``, where installed). ``--variant``
 of config overrides and environment variables. The batch's padding is measured once: the
 fraction of padded positions that are real tokens in our token buckets.
 
-    python scripts/bench_train.py                       # results/train_speed.json (~1 hour)
+    python scripts/bench_train.py                       # every variant, 3 rounds (~2.5 hours)
     python scripts/bench_train.py --variants fp32,bf16 --rounds 1 --warmup 5 --steps 10 \\
         --out /tmp/ts.json                              # minutes
 """
