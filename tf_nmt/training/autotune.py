@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import tf
 from tf_nmt.config import Config, load_config
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.tokenizer import SubwordTokenizer
@@ -86,8 +86,7 @@ def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
             float(out["loss"])  # wait for the last step
             seconds[name] += time.perf_counter() - t0
     per_step = {name: round(s / (rounds * len(data)), 4) for name, s in seconds.items()}
-    steps.clear()
-    keras.backend.clear_session()
+    steps.clear()  # drops the probe models (no clear_session: other models may be alive)
     gc.collect()
     choice = PrecisionChoice(per_step["mixed_bfloat16"] < per_step["float32"], per_step, rounds,
                              time.perf_counter() - start)
