@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
-from tf_nmt.config import COMM_MODES, PRESETS
+from tf_nmt.config import COMM_MODES, PRESETS, QUICKSTART_PRECISIONS
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.studies import STUDIES, run_study
 from tf_nmt.utils import allocator
@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=Path("results/quickstart.json"))
     p.add_argument("--preset", default="quickstart", choices=list(PRESETS),
                    help="the model and recipe: the Transformer (default) or the GNMT LSTM")
-    p.add_argument("--precision", default="auto", choices=["auto", "float32", "bfloat16"],
+    p.add_argument("--precision", default="auto", choices=QUICKSTART_PRECISIONS,
                    help="auto (default): time float32 and mixed bfloat16 training steps on this "
                         "machine first (about a minute) and train with the faster")
     p.add_argument("--minutes", type=float, default=45.0,

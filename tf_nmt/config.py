@@ -282,6 +282,10 @@ PRESETS: Dict[str, Dict[str, Any]] = {
 }
 
 
+# ``tf-nmt quickstart --precision``: time both and take the faster, or one of them.
+QUICKSTART_PRECISIONS = ("auto", "float32", "bfloat16")
+
+
 def preset(name: str) -> Config:
     """A named starting configuration (see :data:`PRESETS`)."""
     if name not in PRESETS:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tf_nmt.config import load_config, preset
+from tf_nmt.config import QUICKSTART_PRECISIONS, load_config, preset
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
@@ -36,7 +36,6 @@ out = serve(texts=tf.constant(texts))["translations"].numpy()
 print(json.dumps([t.decode("utf-8") for t in out]))
 """
 
-PRECISION_CHOICES = ("auto", "float32", "bfloat16")
 SAMPLE_SENTENCES = ["Open the file.", "Click the OK button to close the dialog.",
                     "I don't know what you mean.", "The table has three columns."]
 
@@ -82,9 +81,10 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     recipe (``quickstart``, the Transformer; ``gnmt-small``, the LSTM, for the same budget).
     ``precision``: ``auto`` times float32 and mixed bfloat16 steps on this machine first and
     trains with the faster (:mod:`tf_nmt.training.autotune`), or ``float32``/``bfloat16``."""
-    if precision not in PRECISION_CHOICES:
-        raise UsageError(f"--precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}")
-    if precision != "auto" and any(o.startswith("train.mixed_precision=") for o in overrides or []):
+    if precision not in QUICKSTART_PRECISIONS:
+        raise UsageError(f"--precision {precision!r}: use one of {', '.join(QUICKSTART_PRECISIONS)}")
+    precision_set = any(o.startswith("train.mixed_precision=") for o in overrides or [])
+    if precision != "auto" and precision_set:
         raise UsageError("give the precision once: --precision or --set train.mixed_precision")
     run_dir = new_run_dir(run_dir, fresh)
     t0 = time.perf_counter()
@@ -95,14 +95,13 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     ensure_vocab(Path(data_dir), cfg.data.vocab_size)
     prepare_seconds = time.perf_counter() - t0
     probe: Optional[Dict[str, Any]] = None
-    if precision != "auto":
-        cfg = load_config(None, [f"train.mixed_precision={str(precision == 'bfloat16').lower()}"],
-                          base=cfg)
-    elif not any(o.startswith("train.mixed_precision=") for o in overrides or []):
-        choice = fastest_precision(cfg)
-        cfg = load_config(None, [f"train.mixed_precision={str(choice.mixed_precision).lower()}"],
-                          base=cfg)
-        probe = choice.as_dict()
+    if not precision_set:  # else the user's --set decides
+        if precision == "auto":
+            choice = fastest_precision(cfg)
+            mixed, probe = choice.mixed_precision, choice.as_dict()
+        else:
+            mixed = precision == "bfloat16"
+        cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
 
     result = train(cfg, Path(run_dir))
     report = evaluate_run(Path(run_dir), split="test")

@@ -5,23 +5,16 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_async_trainer import TINY
 
 
-def test_elastic_key_without_elastic_training_is_refused(tmp_path):
+@pytest.mark.parametrize("override, message", [
+    ("train.elastic_commit_every=7", "elastic_commit_every is used only by elastic training"),
+    ("data.length_bucket_width=-2", "bucket width must be >= 0"),
+])
+def test_refused_before_anything_is_written(tmp_path, override, message):
     from tf_nmt.config import ConfigError, load_config
     from tf_nmt.training.trainer import train
 
     data = write_toy_data_dir(tmp_path / "data")
-    cfg = load_config(None, TINY + [f"data.data_dir={data}", "train.elastic_commit_every=7"])
-    with pytest.raises(ConfigError, match="elastic_commit_every is used only by elastic training"):
-        train(cfg, tmp_path / "run", log=lambda _m: None)
-    assert not (tmp_path / "run").exists()
-
-
-def test_negative_bucket_width_is_refused(tmp_path):
-    from tf_nmt.config import ConfigError, load_config
-    from tf_nmt.training.trainer import train
-
-    data = write_toy_data_dir(tmp_path / "data")
-    cfg = load_config(None, TINY + [f"data.data_dir={data}", "data.length_bucket_width=-2"])
-    with pytest.raises(ConfigError, match="bucket width must be >= 0"):
+    cfg = load_config(None, TINY + [f"data.data_dir={data}", override])
+    with pytest.raises(ConfigError, match=message):
         train(cfg, tmp_path / "run", log=lambda _m: None)
     assert not (tmp_path / "run").exists()
