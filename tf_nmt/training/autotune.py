@@ -1,9 +1,9 @@
 """Pick the faster of float32 and mixed bfloat16 training on this machine by timing real steps.
 
 Which precision trains faster on a CPU depends on the CPU, not on the model: bfloat16 halves the
-matmul cost only where the CPU has fast bfloat16 dot products, and TensorFlow's element-wise
-bfloat16 kernels are slower than its float32 ones everywhere. ``scripts/bench_train.py``
-measured bf16 at 0.70x of float32 on one 2-core Xeon here, while issue 17 reported 1.5x on
+matmul cost only where the CPU has fast bfloat16 dot products, and the rest of the step
+(element-wise ops, casts) does not get cheaper. ``scripts/bench_train.py`` measured bf16 at
+0.67x of float32 on one 2-core Xeon here, while issue 17 reported 1.5x on
 another machine of the same offer. So ``tf-nmt quickstart`` does not guess: it times both on
 the run's own batches (:func:`fastest_precision`) and trains with the faster.
 
