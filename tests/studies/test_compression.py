@@ -21,6 +21,38 @@ def test_arguments_are_checked(tmp_path):
     existing.write_text("{}")
     with pytest.raises(SystemExit):
         exp.parse_args(["--results", str(existing), "--plot", str(tmp_path / "p.png")])
+    # --resume grows an existing grid: its results file is rewritten, not refused
+    assert exp.parse_args(["--results", str(existing), "--plot", str(tmp_path / "p.png"),
+                           "--resume"]).resume
+    with pytest.raises(SystemExit):  # fedavg's period must also line up with the evaluations
+        exp.parse_args(["--fedavg-every", "300", "--results", str(tmp_path / "r.json"),
+                        "--plot", str(tmp_path / "p.png")])
+
+
+def test_fedavg_has_its_own_period(tmp_path):
+    common = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")]
+    args = exp.parse_args(["--fedavg-every", "20", "--average-every", "500", *common])
+    assert "train.average_every=20" in exp.run_overrides(args, "transformer", "fedavg")
+    assert "train.average_every=500" in exp.run_overrides(args, "transformer", "bmuf")
+    assert "train.average_every=500" in exp.run_overrides(args, "transformer", "graddrop_local")
+    default = exp.parse_args(common)
+    assert "train.average_every=500" in exp.run_overrides(default, "transformer", "fedavg")
+
+
+def test_no_time_budget_means_no_launch_timeout(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(script, cli, np, controller, threads, timeout):
+        seen["timeout"] = timeout
+        return "ok"
+
+    monkeypatch.setattr(exp.launcher, "run", fake_run)
+    for minutes, expected in (("0", None), ("40", 40 * 60 * 3 + 900)):
+        args = exp.parse_args(["--minutes", minutes, "--out-dir", str(tmp_path / minutes),
+                               "--results", str(tmp_path / "r.json"),
+                               "--plot", str(tmp_path / "p.png")])
+        exp.train_run(args, "transformer", "graddrop", tmp_path / minutes / "run")
+        assert seen["timeout"] == expected
 
 
 def test_every_variant_is_a_valid_config():

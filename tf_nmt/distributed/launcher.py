@@ -109,11 +109,11 @@ def mpirun_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
 
 
 def run(script: Path, args: Sequence[str], np: int, controller: str = "gloo",
-        env: Optional[Mapping[str, str]] = None, timeout: float = 900, threads: int = 1,
+        env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = 900, threads: int = 1,
         cwd: Optional[Path] = None) -> str:
     """Run ``python script args...`` as ``np`` local ranks under ``horovodrun`` with
     :func:`worker_env` (``env`` on top); return its stdout, or raise :class:`LaunchError` with
-    the tail of its output when it fails."""
+    the tail of its output when it fails (``timeout`` None: no limit)."""
     cmd = horovodrun_command(np, [sys.executable, str(script), *args], controller)
     proc = subprocess.run(cmd, cwd=cwd, env=worker_env(env, threads), capture_output=True,
                           text=True, timeout=timeout)

@@ -122,7 +122,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--eval-limit", type=int, default=500, help="test sentences scored per checkpoint")
     p.add_argument("--eval-beam", type=int, default=1)
     p.add_argument("--drop-ratio", type=float, default=0.99)
-    p.add_argument("--average-every", type=int, default=500, help="P for fedavg/bmuf/local gradients")
+    p.add_argument("--average-every", type=int, default=500, help="P for bmuf/local gradients")
+    p.add_argument("--fedavg-every", type=int, default=0,
+                   help="P for fedavg (0: --average-every; the thesis averaged every 20 steps)")
     p.add_argument("--drop-warmup", type=int, default=1000)
     p.add_argument("--bleu-threshold", type=float, default=0.0,
                    help=f"report time to this BLEU (0: 90%% of the model's best {BASELINE} BLEU)")
@@ -144,12 +146,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
     if args.overwrite and args.resume:
         p.error("--overwrite and --resume exclude each other")
-    if args.eval_every % args.average_every and args.average_every % args.eval_every:
-        p.error("--eval-every and --average-every must divide one another, so that evaluated "
-                "checkpoints of the averaging modes hold averaged parameters")
-    for path in (args.results, args.plot):
-        if path.exists() and not args.overwrite:
-            p.error(f"{path} exists; pass --overwrite to replace it")
+    if args.fedavg_every < 0:
+        p.error("--fedavg-every must be >= 0")
+    args.fedavg_every = args.fedavg_every or args.average_every
+    for name, period in (("--average-every", args.average_every),
+                         ("--fedavg-every", args.fedavg_every)):
+        if args.eval_every % period and period % args.eval_every:
+            p.error(f"--eval-every and {name} must divide one another, so that evaluated "
+                    f"checkpoints of the averaging modes hold averaged parameters")
+    for path in (args.results, args.plot):  # --resume rewrites them with the grown grid
+        if path.exists() and not (args.overwrite or args.resume):
+            p.error(f"{path} exists; pass --overwrite to replace it (or --resume to grow it)")
     return args
 
 
@@ -167,7 +174,8 @@ def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
     overrides = VARIANTS[mode] + [
         f"train.train_steps={args.steps}", f"train.steps_per_cycle={args.eval_every}",
         f"train.time_budget_minutes={args.minutes}", "train.keep_checkpoints=100000",
-        f"train.drop_ratio={args.drop_ratio}", f"train.average_every={args.average_every}",
+        f"train.drop_ratio={args.drop_ratio}",
+        f"train.average_every={args.fedavg_every if mode == 'fedavg' else args.average_every}",
         f"train.drop_warmup_steps={args.drop_warmup}", f"train.log_every={max(1, min(50, args.eval_every))}",
         *args.set]
     train = load_config(None, VARIANTS[mode]).train  # a mode refuses the keys it would ignore
@@ -220,7 +228,8 @@ def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) ->
     ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
     start = time.time()
     out = launcher.run(common.tf_nmt_executable(), cli, np=ranks, controller=args.controller,
-                       threads=threads, timeout=max(600.0, args.minutes * 60 * 3 + 900))
+                       threads=threads,
+                       timeout=max(600.0, args.minutes * 60 * 3 + 900) if args.minutes else None)
     record = {"overrides": overrides, "ranks": ranks, "launched": start,
               "wall_seconds": time.time() - start, "stdout": out}
     write_json_atomic(run_dir / RUN_RECORD, record)
