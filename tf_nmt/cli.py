@@ -75,7 +75,8 @@ def cmd_train_async(args: argparse.Namespace) -> int:
     from tf_nmt.training.async_trainer import train_nmt_async
 
     train_nmt_async(_config(args), Path(args.run_dir), workers=args.workers, k=args.k,
-                    synchronous=args.synchronous, refresh_every=args.refresh_every)
+                    synchronous=args.synchronous, refresh_every=args.refresh_every,
+                    n_push=args.n_push, n_fetch=args.n_fetch)
     return 0
 
 
@@ -282,6 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rounds of k pushes, each round waited for (synchronous SGD)")
     p.add_argument("--refresh-every", type=int, default=0, metavar="U",
                    help="artificial staleness: gradients on parameters pulled every U updates")
+    p.add_argument("--n-push", type=int, default=1,
+                   help="Downpour: a worker pushes the mean of its last N gradients")
+    p.add_argument("--n-fetch", type=int, default=1,
+                   help="Downpour: a worker fetches the parameters every N of its steps "
+                        "(with train.clip_norm: each gradient clipped to that global norm)")
     _add_config_args(p)
     p.set_defaults(func=cmd_train_async)
 

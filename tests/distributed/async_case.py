@@ -32,7 +32,7 @@ def main(cases):
     with LocalPSCluster(num_workers=2) as cluster:
         for case in cases:
             out = train_async(cluster.strategy, cluster.coordinator, build, mse, dataset,
-                              lambda: keras.optimizers.SGD(0.05), **case)
+                              lambda: keras.optimizers.SGD(0.05), num_workers=2, **case)
             report = dict(out["report"])
             report["kernel"] = out["model"].trainable_variables[0].numpy().ravel().tolist()
             reports.append(report)

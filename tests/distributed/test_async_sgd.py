@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow  # starts TensorFlow server processes
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = [{"pushes": 40, "k": 1}, {"pushes": 40, "k": 2},
-         {"pushes": 24, "k": 2, "synchronous": True, "refresh_every": 3}]
+         {"pushes": 24, "k": 2, "synchronous": True, "refresh_every": 3},
+         {"pushes": 30, "k": 1, "n_push": 3, "n_fetch": 1},
+         {"pushes": 40, "k": 1, "n_push": 2, "n_fetch": 4, "clip_norm": 3.0}]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,26 @@ def test_synchronous_rounds_with_artificial_staleness(reports):
     # rounds of 2 pushes = 1 update; parameters pulled every 3 updates: staleness 0, 1, 2
     assert report["histogram"] == [8, 8, 8]
     assert report["losses"][-1] < report["losses"][0]
+
+
+@pytest.mark.parametrize("case", [3, 4])
+def test_downpour_pushes_the_mean_of_n_push_local_gradients(reports, case):
+    n_push, pushes, report = CASES[case]["n_push"], CASES[case]["pushes"], reports[case]
+    # exactly the pushes asked for (surplus worker steps at the end are dropped), one update each
+    assert report["pushes"] == pushes and report["updates"] == pushes
+    assert len(report["staleness"]) == pushes and sum(report["applied"]) == pushes
+    assert report["worker_steps"] >= pushes * n_push  # each push is n_push worker steps
+    assert report["losses"][-1] < 0.1 * report["losses"][0]
+    assert np.abs(np.array(report["kernel"]) - TRUE_W.ravel()).max() < 0.5
+
+
+def test_downpour_fetch_period_shows_as_staleness(reports):
+    every_step, fetch_4 = reports[3], reports[4]
+    # with the parameters fetched every 4 steps, a push's window began up to 4 steps of both
+    # workers back: more staleness than fetching before every gradient
+    assert fetch_4["mean"] > every_step["mean"]
+    assert fetch_4["clip_norm"] == 3.0 and 0.0 < fetch_4["clipped_fraction"] < 1.0
+    assert fetch_4["grad_norm_mean"] > 0
 
 
 def test_cluster_stops_its_servers(reports):

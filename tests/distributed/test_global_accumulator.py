@@ -108,3 +108,19 @@ def test_invalid_settings_are_refused():
     acc = GlobalAccumulator([w], keras.optimizers.SGD(1.0))
     with pytest.raises(ValueError, match="pushed 2 gradients for 1 variables"):
         acc.push([tf.constant([1.0]), tf.constant([1.0])], tf.constant(0, tf.int64))
+    with pytest.raises(ValueError, match="max_pushes"):
+        GlobalAccumulator([w], keras.optimizers.SGD(1.0), max_pushes=-1)
+
+
+def test_disabled_and_surplus_pushes_are_not_counted():
+    w = tf.Variable([1.0, 2.0])
+    acc = GlobalAccumulator([w], keras.optimizers.SGD(0.5), k=1, max_pushes=2)
+    push = tf.function(lambda g, on: acc.push([g], tf.constant(0, tf.int64), enabled=on))
+    g = tf.constant([1.0, -1.0])
+    out = push(g, tf.constant(False))  # a Downpour step that only accumulates locally
+    assert not bool(out["pushed"]) and not bool(out["applied"])
+    assert int(acc.pushes.numpy()) == 0 and w.numpy().tolist() == [1.0, 2.0]
+    assert [bool(push(g, tf.constant(True))["pushed"]) for _ in range(3)] == [True, True, False]
+    assert int(acc.pushes.numpy()) == 2 and int(acc.version.numpy()) == 2
+    np.testing.assert_allclose(w.numpy(), [0.0, 3.0])  # two updates, the third push dropped
+    assert sum(acc.staleness_report()["histogram"]) == 2

@@ -1,4 +1,8 @@
 """The async and Horovod-vs-one-process studies: the runs they launch, and their tables."""
+import json
+
+import pytest
+
 from tf_nmt.config import load_config
 from tf_nmt.studies import asynchronous, hvd_vs_single
 
@@ -11,6 +15,46 @@ def test_async_modes_and_overrides():
     cfg = load_config(overrides=overrides)
     assert cfg.model.kind == "gnmt" and cfg.train.schedule == "constant"
     assert cfg.train.peak_lr == 0.001 and cfg.train.train_steps == 20 and cfg.train.seed == 2
+
+
+def test_downpour_mode_pushes_fetches_and_clips():
+    assert asynchronous.mode_args("downpour", 4, 3, n_push=5, n_fetch=2) == [
+        "--k", "1", "--n-push", "5", "--n-fetch", "2"]
+    clipped = asynchronous.run_overrides("transformer", 0.001, 20, False, [], "downpour", 1.5)
+    assert load_config(overrides=clipped).train.clip_norm == 1.5
+    plain = asynchronous.run_overrides("transformer", 0.001, 20, False, [], "async", 1.5)
+    assert load_config(overrides=plain).train.clip_norm == 0.0  # only Downpour clips
+    with pytest.raises(SystemExit):
+        asynchronous.main(["--modes", "hogwild"])
+
+
+def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_tf_nmt(command, *argv):
+        calls.append(command)
+        run = tmp_path / "w" / argv[argv.index("--run-dir") + 1].split("/")[-1]
+        if command == "train-async":
+            run.mkdir(parents=True)
+            (run / "async.json").write_text(json.dumps(
+                {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
+                 "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
+        else:
+            (run / "dev.json").write_text(json.dumps({"bleu": 1.25}))
+
+    monkeypatch.setattr(asynchronous.common, "run_tf_nmt", fake_tf_nmt)
+    argv = ["--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "a.json"),
+            "--kinds", "gnmt", "--lrs", "0.001", "--modes", "async,downpour", "--updates", "4"]
+    asynchronous.main(argv)
+    assert calls == ["train-async", "evaluate"] * 2
+    with pytest.raises(SystemExit):  # without --resume an existing grid is not replaced
+        asynchronous.main(argv)
+    asynchronous.main(argv + ["--resume"])
+    assert len(calls) == 4  # nothing retrained
+    out = json.loads((tmp_path / "a.json").read_text())
+    assert [r["dev_bleu"] for r in out["runs"]] == [1.25, 1.25]
+    with pytest.raises(SystemExit, match="other options"):
+        asynchronous.main(argv + ["--resume", "--n-push", "8"])
 
 
 def test_async_rows_and_table_mark_divergence():

@@ -48,7 +48,7 @@ def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
     from tf_nmt.training.async_trainer import train_nmt_async
 
     data = write_toy_data_dir(tmp_path / "data")
-    for bad in ("train.optimizer=sgd", "train.clip_norm=1.0", "train.mixed_precision=true",
+    for bad in ("train.optimizer=sgd", "train.mixed_precision=true",
                 "train.comm=graddrop", "train.quantize_bits=4", "train.init_from=runs/parent",
                 "train.schedule_implementation=op", "train.backward_passes_per_step=2"):
         cfg = load_config(None, TINY + [f"data.data_dir={data}", bad])
@@ -56,3 +56,30 @@ def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
         with pytest.raises(ConfigError, match=f"{key}=.* is not supported by train-async"):
             train_nmt_async(cfg, tmp_path / "run", workers=2)
         assert not (tmp_path / "run").exists()
+    cfg = load_config(None, TINY + [f"data.data_dir={data}"])
+    clipped = load_config(None, TINY + [f"data.data_dir={data}", "train.clip_norm=1.0"])
+    for config, kwargs, match in (
+            (cfg, {"n_push": 0}, "--n-push and --n-fetch must be >= 1"),
+            (cfg, {"n_fetch": 0}, "--n-push and --n-fetch must be >= 1"),
+            (cfg, {"n_push": 2, "synchronous": True}, "exclude --synchronous"),
+            (clipped, {"refresh_every": 2}, "exclude --synchronous and --refresh-every")):
+        with pytest.raises(ConfigError, match=match):
+            train_nmt_async(config, tmp_path / "run", workers=2, **kwargs)
+        assert not (tmp_path / "run").exists()
+
+
+def test_downpour_cli_end_to_end(tmp_path):
+    data = write_toy_data_dir(tmp_path / "data")
+    run = tmp_path / "run"
+    sets = [x for s in TINY + ["train.clip_norm=1.0"] for x in ("--set", s)]
+    proc = tf_nmt("train-async", "--run-dir", str(run), "--data-dir", str(data), "--workers", "2",
+                  "--n-push", "2", "--n-fetch", "3", *sets)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((run / "async.json").read_text())
+    assert report["updates"] == 12 and report["pushes"] == 12
+    assert report["n_push"] == 2 and report["n_fetch"] == 3 and report["clip_norm"] == 1.0
+    assert report["worker_steps"] >= 24 and len(report["staleness"]) == 12
+    assert report["clipped_fraction"] > 0  # a fresh Transformer's gradient norm is above 1
+    assert report["final_loss"] < report["losses"][0]
+    out = tf_nmt("translate", "--run-dir", str(run), "--input", str(data / "corpus" / "dev.en"))
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 10

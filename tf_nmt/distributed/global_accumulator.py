@@ -29,9 +29,11 @@ class GlobalAccumulator:
 
     def __init__(self, variables: Sequence[tf.Variable], optimizer: keras.optimizers.Optimizer,
                  k: int = 1, snapshot: Optional[Sequence[tf.Variable]] = None,
-                 refresh_every: int = 0) -> None:
+                 refresh_every: int = 0, max_pushes: int = 0) -> None:
         if k < 1:
             raise ValueError(f"k (pushes per update) must be >= 1, got {k}")
+        if max_pushes < 0:
+            raise ValueError(f"max_pushes must be >= 0 (0: no limit), got {max_pushes}")
         if (snapshot is None) != (refresh_every == 0) or refresh_every < 0:
             raise ValueError("artificial staleness needs both snapshot variables and refresh_every >= 1")
         self.variables: List[tf.Variable] = list(variables)
@@ -39,6 +41,7 @@ class GlobalAccumulator:
         if self.snapshot is not None and [v.shape for v in self.snapshot] != [v.shape for v in self.variables]:
             raise ValueError("snapshot variables must match the trained variables one to one")
         self.optimizer, self.k, self.refresh_every = optimizer, int(k), int(refresh_every)
+        self.max_pushes = int(max_pushes)
         optimizer.build(self.variables)  # slots next to the variables (on the servers)
         with tf.device(self.variables[0].device):
             self.sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
@@ -69,17 +72,30 @@ class GlobalAccumulator:
             return self.version.read_value()
         return self.snapshot_version.read_value()
 
-    def push(self, gradients: Sequence[tf.Tensor], pulled_version: tf.Tensor) -> Dict[str, tf.Tensor]:
+    def push(self, gradients: Sequence[tf.Tensor], pulled_version: tf.Tensor,
+             enabled: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
         """Add ``gradients`` (one per variable); every k-th push applies the summed gradient.
 
-        Returns ``applied`` (bool), ``staleness`` (updates since the pull) and ``version``.
+        ``enabled`` (a bool tensor) lets a worker call this on every step and push on some;
+        a push beyond ``max_pushes`` is dropped, so scheduling a few steps too many cannot
+        apply an update too many. Returns ``pushed`` (bool: this call was counted),
+        ``applied`` (bool), ``staleness`` (updates since the pull) and ``version``.
         """
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         if len(gradients) != len(self.variables):
             raise ValueError(f"pushed {len(gradients)} gradients for {len(self.variables)} variables")
 
         def critical():
+            take = tf.constant(True) if enabled is None else tf.convert_to_tensor(enabled)
+            if self.max_pushes:
+                take = tf.logical_and(take, self.pushes.read_value() < self.max_pushes)
             staleness = self.version.read_value() - tf.cast(pulled_version, tf.int64)
+            out = tf.cond(take, lambda: counted(staleness),
+                          lambda: {"applied": tf.constant(False),
+                                   "version": self.version.read_value()})
+            return {"pushed": take, "staleness": staleness, **out}
+
+        def counted(staleness):
             bucket = tf.minimum(staleness, MAX_TRACKED_STALENESS - 1)
             ops = [self.histogram.scatter_add(tf.IndexedSlices(tf.ones([1], tf.int64),
                                                                tf.reshape(bucket, [1])))]
@@ -115,7 +131,7 @@ class GlobalAccumulator:
                 return version
 
             version = tf.cond(applied, apply, lambda: self.version.read_value())
-            return {"applied": applied, "staleness": staleness, "version": version}
+            return {"applied": applied, "version": version}
 
         return self._lock.execute(critical)
 

@@ -14,6 +14,9 @@ for each):
              gradients than sync; the comparison is per update)
   async+acc  k = N without rounds: one update per N pushes from whichever workers pushed
   sync+stale k = N rounds with gradients on parameters pulled every ``--stale-u`` updates
+  downpour   k = 1, Downpour as Alibaba's system ran it: each worker pushes the mean of
+             ``--n-push`` local gradients, fetches every ``--n-fetch`` of its steps, and clips
+             each gradient to global norm ``--clip-norm`` (a push is n_push worker steps)
 
 The server sums the K pushed gradients (no division by K), so with K > 1 the step is K times
 that of one gradient, as in synchronous SGD with a summed (not averaged) gradient. ``--tiny`` is
@@ -38,20 +41,24 @@ KIND_SETTINGS = {
 TINY = {"transformer": ["model.num_layers=1", "model.d_model=32", "model.num_heads=2",
                         "model.ff_dim=64", "model.dropout=0.0"],
         "gnmt": ["model.num_layers=2", "model.units=32", "model.dropout=0.0"]}
-MODES = ("sync", "async", "async+acc", "sync+stale")
+MODES = ("sync", "async", "async+acc", "sync+stale", "downpour")
+DEFAULT_MODES = ("sync", "async", "async+acc", "sync+stale")
 
 
-def mode_args(mode: str, workers: int, stale_u: int) -> List[str]:
+def mode_args(mode: str, workers: int, stale_u: int, n_push: int = 1, n_fetch: int = 1) -> List[str]:
     """The ``tf-nmt train-async`` options of one mode with ``workers`` workers."""
     n = str(workers)
     return {"sync": ["--k", n, "--synchronous"], "async": ["--k", "1"], "async+acc": ["--k", n],
-            "sync+stale": ["--k", n, "--synchronous", "--refresh-every", str(stale_u)]}[mode]
+            "sync+stale": ["--k", n, "--synchronous", "--refresh-every", str(stale_u)],
+            "downpour": ["--k", "1", "--n-push", str(n_push), "--n-fetch", str(n_fetch)]}[mode]
 
 
-def run_overrides(kind: str, lr: float, updates: int, tiny: bool, extra: Sequence[str]) -> List[str]:
-    """The ``--set`` items of one run (later items win)."""
+def run_overrides(kind: str, lr: float, updates: int, tiny: bool, extra: Sequence[str],
+                  mode: str = "async", clip_norm: float = 0.0) -> List[str]:
+    """The ``--set`` items of one run (later items win); only Downpour clips."""
+    clip = [f"train.clip_norm={clip_norm}"] if mode == "downpour" and clip_norm else []
     return (KIND_SETTINGS[kind] + (TINY[kind] if tiny else [])
-            + [f"train.peak_lr={lr}", f"train.train_steps={updates}", *extra])
+            + [f"train.peak_lr={lr}", f"train.train_steps={updates}", *clip, *extra])
 
 
 def row(kind: str, lr: float, mode: str, workers: int, report: Dict[str, Any],
@@ -63,6 +70,10 @@ def row(kind: str, lr: float, mode: str, workers: int, report: Dict[str, Any],
             "diverged": report["diverged"], "dev_bleu": bleu,
             "staleness_mean": report["mean"], "staleness_max": report["max"],
             "staleness_histogram": report["histogram"],
+            "n_push": report.get("n_push", 1), "n_fetch": report.get("n_fetch", 1),
+            "clip_norm": report.get("clip_norm", 0.0),
+            "clipped_fraction": report.get("clipped_fraction", 0.0),
+            "worker_steps": report.get("worker_steps", report["pushes"]),
             "train_seconds": report["seconds"], "wall_seconds": wall_seconds}
 
 
@@ -86,47 +97,85 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--updates", type=int, default=2000)
     ap.add_argument("--lrs", default="0.0005,0.001,0.002")
     ap.add_argument("--kinds", default="transformer,gnmt")
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma list of {', '.join(MODES)}")
     ap.add_argument("--stale-u", type=int, default=4, help="U for sync+stale")
+    ap.add_argument("--n-push", type=int, default=4, help="downpour: gradients per push")
+    ap.add_argument("--n-fetch", type=int, default=4, help="downpour: worker steps per fetch")
+    ap.add_argument("--clip-norm", type=float, default=1.0,
+                    help="downpour: clip each gradient to this global norm (0: off)")
     ap.add_argument("--dev-limit", type=int, default=500)
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the finished runs in --work-dir trained with the same options; "
+                         "rewrite --output with the grown grid")
     return ap
+
+
+RUN_RECORD = "study_run.json"  # a finished run: its options, wall time and dev BLEU
+
+
+def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict[str, Any]:
+    """Train and score one (kind, lr, mode), or with ``--resume`` reuse its finished run."""
+    run = args.work_dir / f"{kind}-lr{lr:g}-{mode}"
+    options = ["--workers", str(args.workers),
+               *mode_args(mode, args.workers, args.stale_u, args.n_push, args.n_fetch),
+               *common.set_args(run_overrides(kind, lr, args.updates, args.tiny, args.set,
+                                              mode, args.clip_norm))]
+    record_path = run / RUN_RECORD
+    if args.resume and record_path.is_file():
+        record = json.loads(record_path.read_text())
+        if record["options"] == options and record["dev_limit"] == args.dev_limit:
+            print(f"  reusing the finished run in {run}", flush=True)
+            report = json.loads((run / "async.json").read_text())
+            return row(kind, lr, mode, args.workers, report, record["dev_bleu"],
+                       record["wall_seconds"])
+        raise SystemExit(f"{run} was trained with other options ({record['options']}); "
+                         f"pass --overwrite to retrain the grid")
+    if run.exists():  # an unfinished run (train-async starts fresh runs only)
+        shutil.rmtree(run)
+    t0 = time.perf_counter()
+    common.run_tf_nmt("train-async", "--run-dir", str(run), "--data-dir", str(args.data_dir),
+                      *options)
+    report = json.loads((run / "async.json").read_text())
+    bleu = None
+    if not report["diverged"]:
+        common.run_tf_nmt("evaluate", "--run-dir", str(run), "--split", "dev",
+                          "--limit", str(args.dev_limit), "--output-json", str(run / "dev.json"))
+        bleu = json.loads((run / "dev.json").read_text())["bleu"]
+    wall = time.perf_counter() - t0
+    write_json_atomic(record_path, {"options": options, "dev_limit": args.dev_limit,
+                                    "dev_bleu": bleu, "wall_seconds": wall})
+    return row(kind, lr, mode, args.workers, report, bleu, wall)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Train and evaluate every (kind, lr, mode); write the results and print the table."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for mode in args.modes.split(","):
+        if mode not in MODES:
+            parser.error(f"unknown mode {mode!r} (use {', '.join(MODES)})")
+    if args.n_push < 1 or args.n_fetch < 1 or args.clip_norm < 0:
+        parser.error("--n-push and --n-fetch must be >= 1 and --clip-norm >= 0")
     if args.tiny:
         args.workers, args.updates = min(args.workers, 2), min(args.updates, 20)
         args.dev_limit = min(args.dev_limit, 30)
-    common.refuse_existing([args.output, args.work_dir], args.overwrite)
-    if args.work_dir.exists():
-        shutil.rmtree(args.work_dir)
-    runs: List[Dict[str, Any]] = []
+    if args.overwrite and args.resume:
+        parser.error("--overwrite and --resume exclude each other")
+    if not args.resume:
+        common.refuse_existing([args.output, args.work_dir], args.overwrite)
+        if args.work_dir.exists():
+            shutil.rmtree(args.work_dir)
     start = time.perf_counter()
-    for kind in args.kinds.split(","):
-        for lr in [float(x) for x in args.lrs.split(",")]:
-            for mode in args.modes.split(","):
-                run = args.work_dir / f"{kind}-lr{lr:g}-{mode}"
-                t0 = time.perf_counter()
-                common.run_tf_nmt(
-                    "train-async", "--run-dir", str(run), "--data-dir", str(args.data_dir),
-                    "--workers", str(args.workers), *mode_args(mode, args.workers, args.stale_u),
-                    *common.set_args(run_overrides(kind, lr, args.updates, args.tiny, args.set)))
-                report = json.loads((run / "async.json").read_text())
-                bleu = None
-                if not report["diverged"]:
-                    common.run_tf_nmt("evaluate", "--run-dir", str(run), "--split", "dev",
-                                      "--limit", str(args.dev_limit),
-                                      "--output-json", str(run / "dev.json"))
-                    bleu = json.loads((run / "dev.json").read_text())["bleu"]
-                runs.append(row(kind, lr, mode, args.workers, report, bleu,
-                                time.perf_counter() - t0))
+    runs = [run_one(args, kind, lr, mode) for kind in args.kinds.split(",")
+            for lr in [float(x) for x in args.lrs.split(",")] for mode in args.modes.split(",")]
     payload = {"experiment": "async SGD with global accumulation (issue 8)",
                "tiny_smoke_setting": bool(args.tiny),
                "settings": {"workers": args.workers, "updates": args.updates, "lrs": args.lrs,
                             "stale_u": args.stale_u, "dev_limit": args.dev_limit,
+                            "downpour": {"n_push": args.n_push, "n_fetch": args.n_fetch,
+                                         "clip_norm": args.clip_norm},
                             "overrides": args.set, "engine": "tf.distribute ParameterServerStrategy, "
                             "1 ps + N worker server processes on 127.0.0.1"},
                "runs": runs, "wall_seconds": time.perf_counter() - start}

@@ -1,6 +1,7 @@
 """``tf-nmt train-async``: the configured NMT model trained with asynchronous SGD on a local
 parameter-server cluster (:mod:`tf_nmt.distributed.async_sgd`), optionally with K-way global
-accumulation, synchronous rounds or artificial staleness.
+accumulation, synchronous rounds, artificial staleness, or Downpour's local accumulation
+(``n_push``), fetch period (``n_fetch``) and gradient clipping (``train.clip_norm``).
 
 The run directory has the usual layout (config.yaml, vocab.model, meta.json, checkpoints/), so
 ``tf-nmt evaluate``/``export``/``translate`` work on it; ``async.json`` holds the staleness
@@ -28,13 +29,21 @@ from tf_nmt.utils.io import write_json_atomic
 
 
 def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchronous: bool = False,
-                    refresh_every: int = 0, log: Callable[[str], None] = print) -> Dict[str, Any]:
-    """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each); returns the report."""
+                    refresh_every: int = 0, n_push: int = 1, n_fetch: int = 1,
+                    log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each, a push being the mean of
+    ``n_push`` worker gradients); returns the report."""
     run = RunDir(Path(run_dir))
     if run.meta_path.exists() or run.has_checkpoint():
         raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if n_push < 1 or n_fetch < 1:
+        raise ConfigError(f"--n-push and --n-fetch must be >= 1, got {n_push} and {n_fetch}")
+    downpour = n_push > 1 or n_fetch > 1 or cfg.train.clip_norm > 0
+    if downpour and (synchronous or refresh_every):
+        raise ConfigError("--n-push, --n-fetch and train.clip_norm (Downpour) are asynchronous: "
+                          "they exclude --synchronous and --refresh-every")
     t = cfg.train
     check_async_config(t)
     check_data_config(cfg.data)
@@ -67,11 +76,13 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     pushes = t.train_steps * k
     log(f"{cfg.model.kind}: async SGD on {workers} worker(s) + 1 ps (127.0.0.1), k={k}, "
         f"{'synchronous rounds, ' if synchronous else ''}refresh_every={refresh_every}, "
-        f"{t.train_steps} updates = {pushes} pushes")
+        + (f"Downpour n_push={n_push} n_fetch={n_fetch} clip_norm={t.clip_norm}, "
+           if downpour else "") + f"{t.train_steps} updates = {pushes} pushes")
     with LocalPSCluster(num_workers=workers) as cluster:
         out = train_async(cluster.strategy, cluster.coordinator, build, loss_fn, dataset_fn,
                           optimizer, pushes=pushes, k=k, refresh_every=refresh_every,
-                          synchronous=synchronous)
+                          synchronous=synchronous, n_push=n_push, n_fetch=n_fetch,
+                          clip_norm=t.clip_norm, num_workers=workers)
         model = out["model"]
         run.root.mkdir(parents=True, exist_ok=True)
         tokenizer.save(run.vocab_path)
@@ -96,8 +107,7 @@ def check_async_config(t: TrainConfig) -> None:
     defaults = TrainConfig()
     unsupported = {
         "optimizer": "it trains with Adam (train.beta_1/beta_2/epsilon)",
-        "clip_norm": "it does not clip gradients",
-        "backward_passes_per_step": "it does not accumulate locally",
+        "backward_passes_per_step": "workers accumulate locally with --n-push",
         "mixed_precision": "it trains in float32",
         "comm": "gradients go to the parameter server, not through Horovod",
         "quantize_bits": "it does not re-train under quantisation",
