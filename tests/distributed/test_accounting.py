@@ -72,3 +72,12 @@ def test_variables_and_graph_tensor_bytes():
     variables = [tf.Variable(tf.zeros([10, 3])), tf.Variable(tf.zeros([7]))]
     assert acc.variables_bytes(variables) == 4 * 37
     assert acc.variables_bytes([]) == 0
+
+
+def test_link_send_bytes_per_comm_mode():
+    assert acc.ring_allgather_bytes(1000, 4) == 3000  # its own slice + 2 forwarded
+    assert acc.link_send_bytes("sparse_as_dense", 1000, 4) == 1500  # 2 (N-1)/N
+    assert acc.link_send_bytes("dense", 1000, 2) == 1000
+    assert acc.link_send_bytes("graddrop", 1000, 2) == 1000
+    with pytest.raises(ValueError, match="fedavg"):
+        acc.link_send_bytes("fedavg", 1000, 2)

@@ -102,26 +102,57 @@ def test_run_study_sweeps_every_combination(monkeypatch, tmp_path):
 @pytest.mark.parallel
 @pytest.mark.skipif(support_problem() is not None, reason=f"network namespaces: {support_problem()}")
 @pytest.mark.skipif(not horovod_importable(), reason="Horovod is not installed")
-def test_worker_on_two_emulated_hosts(tmp_path):
+@pytest.mark.parametrize("comm", ["dense", "graddrop"])
+def test_worker_on_two_emulated_hosts(tmp_path, comm):
     """The step benchmark as 2 Gloo ranks in 2 namespaces (a tiny Transformer): it reports
-    positive times for 2 x 32 target tokens per step, and its gradient exchange went through
-    the shaped links."""
+    positive times for 2 x 32 target tokens per step, its gradient exchange went through the
+    shaped links, and the bytes it counted during its distributed steps are the payload the
+    accounting predicts plus headers and control messages."""
 
-    spec = StudySpec(comms=["dense"], src_len=8, tgt_len=8, vocab_size=500, overrides=TINY,
-                     steps=2, warmup=1, block=1)
+    spec = StudySpec(comms=[comm], src_len=8, tgt_len=8, vocab_size=500, overrides=TINY,
+                     steps=4, warmup=1, block=2, launcher="emulated")
     out = tmp_path / "w.json"
     with EmulatedCluster(2, LinkSpec("1gbit"), tag="tworker") as cluster:
         before = cluster.link_bytes()
-        launch_emulated(cluster, worker_command(spec, "dense", 4, out), tmp_path / "logs",
+        launch_emulated(cluster, worker_command(spec, comm, 4, out), tmp_path / "logs",
                         env=worker_env(), timeout=300)
         after = cluster.link_bytes()
     result = json.loads(out.read_text())
     assert result["world"] == 2 and result["global_tokens_per_step"] == 64
     assert result["step_s"] > 0 and result["compute_s"] > 0 and result["tokens_per_s"] > 0
-    assert len(result["rank0_step_times_s"]) == 2
-    # model of ~50k float32 parameters: each step's allreduce moves >= 100 kB per host
-    assert min(after[h] - before[h] for h in after) > 2 * 100_000
+    assert len(result["rank0_step_times_s"]) == 4
+    predicted, counted = result["predicted_link_bytes_per_step"], result["link_bytes_per_step"]
+    whole_launch = min(after[h] - before[h] for h in after)
+    if comm == "dense":
+        # ~50k float32 parameters: each step's ring allreduce sends ~200 kB per host
+        assert predicted == pytest.approx(result["num_parameters"] * 4)
+    else:  # graddrop at R = 0.99 hands over 1% of the entries as (positions, values)
+        assert predicted < 0.05 * result["num_parameters"] * 4
+    assert predicted <= counted <= 1.25 * predicted + 20_000
+    # the whole launch (broadcast, warm-up, barriers, exchange-free blocks) sent far more
+    assert whole_launch > 4 * counted
     assert list_namespaces(cluster.prefix) == []
+
+
+def test_sent_bytes_reads_the_interface_transmit_counter():
+    from tf_nmt.scaling.worker import sent_bytes
+
+    table = ("Inter-|   Receive                            |  Transmit\n"
+             " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
+             "    lo:  1000      10    0    0    0     0          0         0     1000      10"
+             "    0    0    0     0       0          0\n"
+             "  eth0: 52000     400    0    0    0     0          0         0   987654     300"
+             "    0    0    0     0       0          0\n")
+    assert sent_bytes("eth0", table) == 987654 and sent_bytes("lo", table) == 1000
+    with pytest.raises(ValueError, match="no interface 'eth1'"):
+        sent_bytes("eth1", table)
+
+
+def test_worker_counts_link_bytes_only_on_an_emulated_cluster(tmp_path):
+    emulated = worker_command(StudySpec(launcher="emulated"), "dense", 4, tmp_path / "o.json")
+    local = worker_command(StudySpec(), "dense", 4, tmp_path / "o.json")
+    i = emulated.index("--link-iface")
+    assert emulated[i + 1] == "eth0" and "--link-iface" not in local
 
 
 def test_merge_studies_recomputes_rows_and_refuses_duplicates():

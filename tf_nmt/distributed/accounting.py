@@ -4,7 +4,8 @@
   (an IndexedSlices), :func:`variables_bytes` (one dense copy of some variables: what a dense
   allreduce or a parameter average hands to the collective) and :func:`graph_tensors_bytes`
   (what a step hands to the collectives, counted inside a ``tf.function``);
-* ring traffic: :func:`ring_allreduce_bytes`; per-rank :class:`Exchange` records and their
+* ring traffic: :func:`ring_allreduce_bytes`, :func:`ring_allgather_bytes`, and what a rank
+  puts on its link per step for a comm mode (:func:`link_send_bytes`); per-rank :class:`Exchange` records and their
   extrapolation to more ranks (:func:`project`, :func:`curve`).
 
 The comm modes (:mod:`tf_nmt.distributed.comm`), :mod:`~tf_nmt.distributed.exchange`,
@@ -80,6 +81,25 @@ def ring_allreduce_bytes(nbytes: float, ranks: int) -> float:
     """Bytes one rank receives (and sends) in a ring allreduce of an ``nbytes`` tensor."""
     _check_ranks(ranks)
     return 2.0 * (ranks - 1) / ranks * nbytes
+
+
+def ring_allgather_bytes(mean_slice: float, ranks: int) -> float:
+    """Bytes one rank sends (and receives) in a ring allgather where ranks contribute
+    ``mean_slice`` bytes on average: its own slice and every other rank's but one, forwarded."""
+    _check_ranks(ranks)
+    return (ranks - 1) * float(mean_slice)
+
+
+def link_send_bytes(mode: str, payload: float, ranks: int) -> float:
+    """The gradient bytes one rank sends per step for comm ``mode`` (without protocol headers or
+    control messages): the allreduced dense copy for Horovod's modes, the allgathered
+    (positions, values) for graddrop. ``payload`` is what the rank hands to the collective
+    (graddrop: the ranks' mean)."""
+    if mode in ("dense", "sparse_as_dense"):
+        return ring_allreduce_bytes(payload, ranks)
+    if mode == "graddrop":
+        return ring_allgather_bytes(payload, ranks)
+    raise ValueError(f"no per-step link model for comm mode {mode!r}")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ class Row:
     comm_s: float
     speedup: float
     efficiency: float
-    link_bytes_per_step: Optional[float] = None  # emulated cluster: tc counter per host
+    link_bytes_per_step: Optional[float] = None  # emulated: sent per host in the distributed steps
+    predicted_bytes_per_step: Optional[float] = None  # the gradient payload accounting predicts
 
     @property
     def comm_fraction(self) -> float:
@@ -81,19 +82,21 @@ def efficiency_rows(runs: Iterable[Mapping[str, object]]) -> List[Row]:
         tps = float(r["tokens_per_s"])
         rows.append(Row(key[0], key[1], key[2], n, tps, float(r["step_s"]), float(r["compute_s"]),
                         float(r["comm_s"]), speedup(tps, base[key]), efficiency(tps, base[key], n),
-                        r.get("link_bytes_per_step")))
+                        r.get("link_bytes_per_step"), r.get("predicted_link_bytes_per_step")))
     return sorted(rows, key=lambda row: (row.link, row.kind, row.comm, row.workers))
 
 
 def markdown_table(rows: Sequence[Row]) -> str:
     """A Markdown table of the rows (one line per measurement)."""
     head = ("| link | scaling | comm | N | tokens/s | step ms | compute ms | comm ms | comm share "
-            "| MB/step on link | speed-up | efficiency |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "| MB/step on link | MB/step predicted | speed-up | efficiency |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         lines.append(f"| {r.link} | {r.kind} | {r.comm} | {r.workers} | {r.tokens_per_s:.0f} | "
                      f"{1e3 * r.step_s:.0f} | {1e3 * r.compute_s:.0f} | {1e3 * r.comm_s:.0f} | "
                      f"{100 * r.comm_fraction:.0f}% | {_mb(r.link_bytes_per_step)} | "
+                     f"{_mb(r.predicted_bytes_per_step)} | "
                      f"{r.speedup:.2f} | {100 * r.efficiency:.0f}% |")
     return "\n".join(lines)
 

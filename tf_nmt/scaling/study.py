@@ -19,7 +19,7 @@ from tf_nmt.distributed.launcher import LaunchError, horovodrun_command, mpirun_
 from tf_nmt.scaling.efficiency import SCALING_KINDS, efficiency_rows, markdown_table, strong_split
 from tf_nmt.scaling.emulated_ranks import launch_emulated
 from tf_nmt.scaling.modes import mode_overrides
-from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec
+from tf_nmt.scaling.netns import HOST_IFACE, EmulatedCluster, LinkSpec
 
 LAUNCHERS = ("local", "emulated", "cluster")
 
@@ -75,12 +75,15 @@ class StudySpec:
 
 
 def worker_command(spec: StudySpec, comm: str, per_worker: int, out: Path) -> List[str]:
-    """The ``python -m tf_nmt.scaling.worker`` command line for one measurement."""
+    """The ``python -m tf_nmt.scaling.worker`` command line for one measurement (on an emulated
+    cluster it counts the bytes each host sends during the distributed steps)."""
     cmd = [sys.executable, "-m", "tf_nmt.scaling.worker", "--batch-sentences", str(per_worker),
            "--src-len", str(spec.src_len), "--tgt-len", str(spec.tgt_len),
            "--vocab-size", str(spec.vocab_size), "--steps", str(spec.steps),
            "--warmup", str(spec.warmup), "--block", str(spec.block),
            "--estimator", spec.estimator, "--out", str(out)]
+    if spec.launcher == "emulated":
+        cmd += ["--link-iface", HOST_IFACE]
     if spec.preset:
         cmd += ["--preset", spec.preset]
     for item in list(spec.overrides) + mode_overrides(comm):
@@ -106,13 +109,11 @@ def _measure(spec: StudySpec, link: str, n: int, command: List[str], out: Path,
             launch_emulated(cluster, command, log_dir, env=worker_env(threads=spec.threads),
                             timeout=spec.timeout)
             after = cluster.link_bytes()
-            sent = {h: after[h] - before[h] for h in after}
-            extra["link_bytes_sent"] = sent
+            # the whole launch (rendezvous, broadcast, barriers, warm-up, all blocks), for the
+            # record; bytes per step come from the worker's counts around its distributed steps
+            extra["launch_link_bytes_sent"] = {h: after[h] - before[h] for h in after}
             extra["cluster"] = cluster.describe()
-            if n > 1:  # the exchange happens in the warm-up and timed distributed steps only
-                per_step = sum(sent.values()) / len(sent) / (spec.warmup + spec.steps)
-                extra["link_bytes_per_step"] = per_step
-                extra["wire_s_at_link_rate"] = 8.0 * per_step / cluster.link.rate_bits
+            rate_bits = cluster.link.rate_bits
     else:
         full = launch_command(spec, n, command)
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +126,8 @@ def _measure(spec: StudySpec, link: str, n: int, command: List[str], out: Path,
         extra["command"] = full
     result = json.loads(out.read_text())
     result.update(extra)
+    if spec.launcher == "emulated" and result.get("link_bytes_per_step") is not None:
+        result["wire_s_at_link_rate"] = 8.0 * result["link_bytes_per_step"] / rate_bits
     return result
 
 

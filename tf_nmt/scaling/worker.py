@@ -17,6 +17,13 @@ undisturbed time, so the minimum is the steadier estimate; both are written.
 Synthetic batches (uniform random token ids, fixed lengths) make every step the same size, so
 throughput does not depend on bucketing or the corpus; tokens are counted on the target side,
 like the trainer's tokens/s.
+
+With ``--link-iface IFACE`` (an emulated host's ``eth0``) each rank reads the bytes its network
+namespace has sent on IFACE (``/proc/net/dev``) just before and after every timed block of
+distributed steps, so the count holds those steps only: no rendezvous, broadcast, barriers,
+warm-up or exchange-free blocks. Beside it goes the gradient payload the comm accounting predicts
+(:func:`tf_nmt.distributed.accounting.link_send_bytes`); the difference is protocol headers and
+Horovod's control messages during the steps.
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 
 def _args(argv: Optional[List[str]]) -> argparse.Namespace:
@@ -42,7 +49,19 @@ def _args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--estimator", choices=("min", "median"), default="min")
     p.add_argument("--out", type=Path, required=True, help="rank 0 writes this JSON")
+    p.add_argument("--link-iface", default=None,
+                   help="count the bytes sent on this interface during the distributed steps")
     return p.parse_args(argv)
+
+
+def sent_bytes(iface: str, table: Optional[str] = None) -> int:
+    """Bytes this process's network namespace has sent on ``iface`` (``/proc/net/dev``)."""
+    text = table if table is not None else Path("/proc/net/dev").read_text()
+    for line in text.splitlines():
+        name, sep, fields = line.partition(":")
+        if sep and name.strip() == iface:
+            return int(fields.split()[8])  # 8 receive columns, then transmitted bytes
+    raise ValueError(f"no interface {iface!r} in /proc/net/dev")
 
 
 def _batch(tf, rng, batch: int, src_len: int, tgt_len: int, vocab: int):
@@ -52,12 +71,14 @@ def _batch(tf, rng, batch: int, src_len: int, tgt_len: int, vocab: int):
     return {"source": ids(src_len), "target_in": ids(tgt_len)}, ids(tgt_len)
 
 
-def _timed(model, x, y, steps: int) -> List[float]:
+def _timed(model, x, y, steps: int, after_step: Optional[Callable[[], None]] = None) -> List[float]:
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         model.train_on_batch(x, y)  # returns numpy values: the step has finished
         times.append(time.perf_counter() - t0)
+        if after_step is not None:
+            after_step()
     return times
 
 
@@ -67,6 +88,8 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     from tf_nmt import distributed  # noqa: PLC0415
     from tf_nmt.compat import tf  # noqa: PLC0415
     from tf_nmt.config import load_config, preset  # noqa: PLC0415
+    from tf_nmt.distributed import accounting  # noqa: PLC0415
+    from tf_nmt.distributed.comm.optimizer import exchange_of  # noqa: PLC0415
     from tf_nmt.studies.step_split import StepSplit, with_and_without_exchange  # noqa: PLC0415
 
     if args.batch_sentences < 1 or args.steps < 1 or args.block < 1:
@@ -77,17 +100,28 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     rng = np.random.default_rng(args.seed + 1000 * ctx.rank)
     x, y = _batch(tf, rng, args.batch_sentences, args.src_len, args.tgt_len, args.vocab_size)
     full, local = with_and_without_exchange(cfg, args.vocab_size, ctx)
+    if args.link_iface:
+        sent_bytes(args.link_iface)  # an unknown interface fails before any timing
     for model in (full, local):
         distributed.barrier(ctx)
         _timed(model, x, y, args.warmup)
+    exchange = exchange_of(full.optimizer)  # graddrop's: it counts the bytes it hands over
+    payloads: List[int] = []
+
+    def record_payload() -> None:
+        payloads.append(int(exchange.sent_bytes.numpy()))
+
     step_times: List[float] = []
     compute_times: List[float] = []
+    link_sent = 0
     while len(step_times) < args.steps:
         n = min(args.block, args.steps - len(step_times))
         distributed.barrier(ctx)
         compute_times += _timed(local, x, y, n)
         distributed.barrier(ctx)
-        step_times += _timed(full, x, y, n)
+        before = sent_bytes(args.link_iface) if args.link_iface else 0
+        step_times += _timed(full, x, y, n, record_payload if exchange is not None else None)
+        link_sent += sent_bytes(args.link_iface) - before if args.link_iface else 0
     # every rank's statistics, averaged (ranks run in lock-step, so they differ little)
     stats = {}
     for label, fn in (("min", min), ("median", statistics.median)):
@@ -95,6 +129,17 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
         stats[f"compute_{label}_s"] = distributed.allreduce_mean(fn(compute_times), ctx,
                                                                  name=f"c_{label}")
     split = StepSplit(stats[f"step_{args.estimator}_s"], stats[f"compute_{args.estimator}_s"])
+    if ctx.size > 1:
+        payload = (sum(payloads) / len(payloads) if payloads
+                   else accounting.variables_bytes(full.trainable_variables))
+        payload = distributed.allreduce_mean(payload, ctx, name="payload")
+        stats["payload_bytes_per_step"] = payload
+        stats["predicted_link_bytes_per_step"] = accounting.link_send_bytes(cfg.train.comm, payload,
+                                                                           ctx.size)
+        if args.link_iface:
+            per_step = link_sent / len(step_times)
+            stats["link_bytes_per_step"] = distributed.allreduce_mean(per_step, ctx, name="link")
+            stats["link_iface"] = args.link_iface
     tokens_per_worker = args.batch_sentences * args.tgt_len
     result = {
         "world": ctx.size, "per_worker_sentences": args.batch_sentences,
