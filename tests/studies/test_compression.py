@@ -179,3 +179,15 @@ def test_the_study_reads_what_the_trainer_logs(tmp_path):
     row = exp.summarise("transformer", "fedavg", {"wall_seconds": 1.0}, [], {}, 0,
                         read_progress_log(tmp_path / PROGRESS_LOG))
     assert row["tgt_words_per_s"] == 300.0 and [p["step"] for p in row["loss"]] == [50, 100]
+
+
+def test_against_thesis_puts_the_thesis_figures_beside_ours():
+    runs = [{"model": "transformer", "mode": "sparse_as_dense", "final_step": 2000, "final_bleu": 6.5},
+            {"model": "transformer", "mode": "graddrop", "final_step": 2000, "final_bleu": 6.0},
+            {"model": "transformer", "mode": "bmuf", "final_step": 2000, "final_bleu": None}]
+    rows = {r["mode"]: r for r in exp.against_thesis(runs)}
+    assert rows["graddrop"]["bleu_minus_baseline"] == -0.5
+    assert rows["graddrop"]["thesis_bleu"] == 0.0  # the thesis's Transformer failed here
+    assert rows["graddrop"]["thesis_minus_baseline"] == pytest.approx(-35.39)
+    assert rows["sparse_as_dense"]["bleu_minus_baseline"] == 0.0
+    assert rows["bmuf"]["thesis_bleu"] is None and rows["bmuf"]["bleu_minus_baseline"] is None

@@ -67,6 +67,13 @@ VARIANTS: Dict[str, List[str]] = {
     "single": ["train.comm=sparse_as_dense"],  # one process, N ranks' batches: see single_overrides
 }
 RUN_RECORD = "experiment_run.json"
+# The thesis's Table 5.1/5.2 (dev BLEU, as issue 14 quotes them): the Transformer does not train
+# with plain gradient dropping or federated averaging, local gradients restore it; the deep RNN
+# trains in every mode. Modes the thesis did not report are absent.
+THESIS_BLEU: Dict[str, Dict[str, float]] = {
+    "transformer": {BASELINE: 35.39, "graddrop": 0.0, "fedavg": 0.0, "graddrop_local": 35.07},
+    "gnmt": {BASELINE: 34.45, "graddrop": 34.38, "fedavg": 34.33, "graddrop_local": 34.52},
+}
 DEFAULT_MODES = ("sparse_as_dense,graddrop,graddrop_noef,graddrop_local,graddrop_local_noef,"
                  "fedavg,bmuf")
 PRESETS = {"transformer": "quickstart", "gnmt": "gnmt-small"}
@@ -288,6 +295,25 @@ def against_single(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return rows
 
 
+def against_thesis(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Table 5.1/5.2 in the thesis's shape: each run's final BLEU and its difference from this
+    grid's baseline, beside the thesis's BLEU and difference (None where it has no figure)."""
+    rows = []
+    for r in results:
+        base = next((b["final_bleu"] for b in results
+                     if b["model"] == r["model"] and b["mode"] == BASELINE), None)
+        thesis = THESIS_BLEU.get(r["model"], {})
+        ours, theirs = r["final_bleu"], thesis.get(r["mode"])
+        rows.append({"model": r["model"], "mode": r["mode"], "final_step": r["final_step"],
+                     "bleu": ours,
+                     "bleu_minus_baseline": (round(ours - base, 2)
+                                             if ours is not None and base is not None else None),
+                     "thesis_bleu": theirs,
+                     "thesis_minus_baseline": (round(theirs - thesis[BASELINE], 2)
+                                               if theirs is not None else None)})
+    return rows
+
+
 def plot(results: List[Dict[str, Any]], path: Path) -> None:
     """BLEU vs step (left) and vs wall time (right), one row per model."""
     models = sorted({r["model"] for r in results})
@@ -352,11 +378,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
                        "each rank hands to the collectives per step (parameter averages amortised); "
                        "'single' is one process with all ranks' batches and their LR schedule",
-               "runs": results, "against_single": against_single(results)}
+               "runs": results, "against_single": against_single(results),
+               "against_thesis": against_thesis(results)}
     write_json_atomic(args.results, payload)
     plot(results, args.plot)
     print(table(results))
     for row in payload["against_single"]:
         print(f"{row['model']} {row['mode']} BLEU minus single, by step: {row['bleu_minus_single']}")
+    for row in payload["against_thesis"]:
+        print(f"{row['model']} {row['mode']}: BLEU {_cell(row['bleu'], '.2f')} "
+              f"({_cell(row['bleu_minus_baseline'], '+.2f')} vs {BASELINE}); thesis "
+              f"{_cell(row['thesis_bleu'], '.2f')} ({_cell(row['thesis_minus_baseline'], '+.2f')})")
     print(f"wrote {args.results} and {args.plot}")
     return 0
