@@ -87,7 +87,8 @@ def test_resume_reuses_only_a_finished_run_with_the_same_settings(tmp_path):
     run_dir = tmp_path / "transformer-sparse_as_dense"
     run_dir.mkdir()
     with pytest.raises(SystemExit, match="unfinished"):  # no record: never trained to the end
-        exp.train_run(args, "transformer", "sparse_as_dense", run_dir)
+        exp.train_run(exp.parse_args(argv + ["--steps", "40"]), "transformer", "sparse_as_dense",
+                      run_dir)
     record = {"overrides": exp.run_overrides(args, "transformer", "sparse_as_dense"),
               "launched": 1.0, "wall_seconds": 2.0, "stdout": ""}
     (run_dir / exp.RUN_RECORD).write_text(json.dumps(record))
@@ -116,9 +117,31 @@ def test_resume_reuses_a_run_of_the_earlier_naming(tmp_path):
     assert reused["run_dir"] == str(old)
     # "dense" now names the allgathering mode: the old sparse_as_dense run does not stand in
     assert exp.finished_run(args, "gnmt", "dense") is None
-    (tmp_path / "gnmt-dense").mkdir()
-    with pytest.raises(SystemExit, match="unfinished"):
-        exp.train_run(args, "gnmt", "dense", tmp_path / "gnmt-dense")
+
+
+def test_resume_continues_an_interrupted_run_in_place(tmp_path, monkeypatch):
+    launched = []
+    monkeypatch.setattr(exp.launcher, "run",
+                        lambda script, cli, **kw: launched.append(cli) or "trained")
+    argv = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png"),
+            "--out-dir", str(tmp_path), "--steps", "40"]
+    run_dir = tmp_path / "gnmt-bmuf"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "ckpt-20.index").write_text("")  # what the killed run left
+    record = exp.train_run(exp.parse_args(argv + ["--resume"]), "gnmt", "bmuf", run_dir)
+    assert (run_dir / "checkpoints" / "ckpt-20.index").exists()  # kept: train resumes from it
+    assert launched and launched[0][launched[0].index("--run-dir") + 1] == str(run_dir)
+    assert record["interrupted"] and record["launched"] is None and record["wall_seconds"] is None
+    assert json.loads((run_dir / exp.RUN_RECORD).read_text())["interrupted"]
+    # the record now marks it finished: a second --resume reuses it instead of training again
+    exp.train_run(exp.parse_args(argv + ["--resume"]), "gnmt", "bmuf", run_dir)
+    assert len(launched) == 1
+    run = {"wall_seconds": None, "interrupted": True}
+    row = exp.summarise("gnmt", "bmuf", run, [{"step": 20, "bleu": 1.0}], {}, 1, [])
+    assert row["interrupted"] and row["wall_seconds"] is None
+    exp.time_to_threshold([row], 0.5)  # no wall time: steps only
+    assert row["steps_to_threshold"] == 20 and row["seconds_to_threshold"] is None
+    exp.plot([row], tmp_path / "p.png")
 
 
 def test_results_of_the_earlier_naming_are_translated():

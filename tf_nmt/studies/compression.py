@@ -17,8 +17,8 @@ so "sparse_as_dense vs single" is Horovod against one process at the same effect
 
 Each finished run leaves ``experiment_run.json`` (its overrides, launch time, wall time and
 output) in its run directory; ``--resume`` reuses such runs instead of training them again (a run
-trained with other overrides is refused), so an interrupted experiment is restarted with the
-same command plus ``--resume``. Runs and results of the earlier naming (variant ``dense`` for
+trained with other overrides is refused) and continues a run that was interrupted from its last
+checkpoint, so an interrupted experiment is restarted with the same command plus ``--resume``. Runs and results of the earlier naming (variant ``dense`` for
 sparse_as_dense, model ``lstm`` for gnmt) are read and translated.
 
 Small end-to-end check (minutes)::
@@ -218,18 +218,28 @@ def finished_run(args: argparse.Namespace, model: str, mode: str) -> Optional[Pa
 
 def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) -> Dict[str, Any]:
     """One ``tf-nmt train`` under horovodrun (``single``: one rank with all the cores); returns
-    its overrides, launch time, wall time and stdout, also saved as the run's record."""
+    its overrides, launch time, wall time and stdout, also saved as the run's record.
+
+    With ``--resume`` a run that was interrupted (its directory has no record) is continued
+    from its last checkpoint: ``tf-nmt train`` resumes every rank exactly. Its wall time is then
+    unknown, so the record says ``interrupted`` and holds no launch or wall time."""
     overrides = run_overrides(args, model, mode)
+    interrupted = False
     if args.resume:
         found = finished_run(args, model, mode)
         if found is not None:
             print(f"  reusing the finished run in {found}", flush=True)
             return {**json.loads((found / RUN_RECORD).read_text()), "run_dir": str(found)}
     if run_dir.exists():
-        if not args.overwrite:
+        if args.resume:
+            interrupted = True
+            print(f"  continuing the interrupted run in {run_dir} from its last checkpoint",
+                  flush=True)
+        elif not args.overwrite:
             raise SystemExit(f"{run_dir} exists (unfinished, or not asked to --resume); "
-                             f"pass --overwrite to retrain it")
-        shutil.rmtree(run_dir)
+                             f"pass --overwrite to retrain it or --resume to continue it")
+        else:
+            shutil.rmtree(run_dir)
     cli = ["train", "--run-dir", str(run_dir), "--preset", PRESETS[model],
            "--data-dir", str(args.data_dir), *common.set_args(overrides)]
     ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
@@ -237,8 +247,10 @@ def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) ->
     out = launcher.run(common.tf_nmt_executable(), cli, np=ranks, controller=args.controller,
                        threads=threads,
                        timeout=max(600.0, args.minutes * 60 * 3 + 900) if args.minutes else None)
-    record = {"overrides": overrides, "ranks": ranks, "launched": start,
-              "wall_seconds": time.time() - start, "stdout": out}
+    record = {"overrides": overrides, "ranks": ranks,
+              "launched": None if interrupted else start,
+              "wall_seconds": None if interrupted else time.time() - start,
+              "interrupted": interrupted, "stdout": out}
     write_json_atomic(run_dir / RUN_RECORD, record)
     return {**record, "run_dir": str(run_dir)}
 
@@ -261,7 +273,8 @@ def summarise(model: str, mode: str, run: Dict[str, Any], curve: List[Dict],
             "bytes_per_step_after_drop_warmup": sum(steady) / len(steady) if steady else None,
             "mean_density": stats.get("mean_density"),
             "mean_kept_fraction": stats.get("mean_kept_fraction"),
-            "wall_seconds": run["wall_seconds"], "curve": curve,
+            "wall_seconds": run["wall_seconds"], "interrupted": run.get("interrupted", False),
+            "curve": curve,
             "loss": [{"step": r["step"], "loss": r["loss"]} for r in progress]}
 
 
@@ -275,7 +288,7 @@ def time_to_threshold(results: List[Dict[str, Any]], fixed: float) -> None:
         for r in runs:
             hit = first_reaching(r["curve"], threshold) if threshold else None
             r["bleu_threshold"] = threshold
-            r["seconds_to_threshold"] = hit["seconds"] if hit else None
+            r["seconds_to_threshold"] = hit.get("seconds") if hit else None
             r["steps_to_threshold"] = hit["step"] if hit else None
 
 
@@ -322,8 +335,9 @@ def plot(results: List[Dict[str, Any]], path: Path) -> None:
         for r in (r for r in results if r["model"] == model):
             steps = [c["step"] for c in r["curve"]]
             row[0].plot(steps, [c["bleu"] for c in r["curve"]], marker="o", label=r["mode"])
-            row[1].plot([c["seconds"] / 60 for c in r["curve"]], [c["bleu"] for c in r["curve"]],
-                        marker="o", label=r["mode"])
+            if all("seconds" in c for c in r["curve"]):  # an interrupted run has no wall time
+                row[1].plot([c["seconds"] / 60 for c in r["curve"]],
+                            [c["bleu"] for c in r["curve"]], marker="o", label=r["mode"])
         row[0].set(title=f"{model}: BLEU vs step", xlabel="optimizer step", ylabel="test BLEU")
         row[1].set(title=f"{model}: BLEU vs time", xlabel="wall time (min)", ylabel="test BLEU")
         row[0].legend(fontsize=8)
