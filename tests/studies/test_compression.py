@@ -25,18 +25,18 @@ def test_arguments_are_checked(tmp_path):
     assert exp.parse_args(["--results", str(existing), "--plot", str(tmp_path / "p.png"),
                            "--resume"]).resume
     with pytest.raises(SystemExit):  # fedavg's period must also line up with the evaluations
-        exp.parse_args(["--fedavg-every", "300", "--results", str(tmp_path / "r.json"),
+        exp.parse_args(["--sync-every", "300", "--results", str(tmp_path / "r.json"),
                         "--plot", str(tmp_path / "p.png")])
 
 
-def test_fedavg_has_its_own_period(tmp_path):
+def test_model_averaging_modes_have_their_own_period(tmp_path):
     common = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")]
-    args = exp.parse_args(["--fedavg-every", "20", "--average-every", "500", *common])
+    args = exp.parse_args(["--sync-every", "20", "--average-every", "500", *common])
     assert "train.average_every=20" in exp.run_overrides(args, "transformer", "fedavg")
-    assert "train.average_every=500" in exp.run_overrides(args, "transformer", "bmuf")
+    assert "train.average_every=20" in exp.run_overrides(args, "transformer", "bmuf")
     assert "train.average_every=500" in exp.run_overrides(args, "transformer", "graddrop_local")
     default = exp.parse_args(common)
-    assert "train.average_every=500" in exp.run_overrides(default, "transformer", "fedavg")
+    assert "train.average_every=500" in exp.run_overrides(default, "transformer", "bmuf")
 
 
 def test_no_time_budget_means_no_launch_timeout(tmp_path, monkeypatch):

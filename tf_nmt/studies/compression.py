@@ -66,6 +66,7 @@ VARIANTS: Dict[str, List[str]] = {
     "bmuf": ["train.comm=bmuf"],
     "single": ["train.comm=sparse_as_dense"],  # one process, N ranks' batches: see single_overrides
 }
+SYNC_MODES = ("fedavg", "bmuf")  # average models every --sync-every steps
 RUN_RECORD = "experiment_run.json"
 # The thesis's Table 5.1/5.2 (dev BLEU, as issue 14 quotes them): the Transformer does not train
 # with plain gradient dropping or federated averaging, local gradients restore it; the deep RNN
@@ -129,9 +130,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--eval-limit", type=int, default=500, help="test sentences scored per checkpoint")
     p.add_argument("--eval-beam", type=int, default=1)
     p.add_argument("--drop-ratio", type=float, default=0.99)
-    p.add_argument("--average-every", type=int, default=500, help="P for bmuf/local gradients")
-    p.add_argument("--fedavg-every", type=int, default=0,
-                   help="P for fedavg (0: --average-every; the thesis averaged every 20 steps)")
+    p.add_argument("--average-every", type=int, default=500,
+                   help="P for the parameter averages of graddrop with local gradients")
+    p.add_argument("--sync-every", type=int, default=0,
+                   help="P for fedavg and bmuf, the model-averaging modes (0: --average-every; "
+                        "the thesis's fedavg averaged every 20 steps)")
     p.add_argument("--drop-warmup", type=int, default=1000)
     p.add_argument("--bleu-threshold", type=float, default=0.0,
                    help=f"report time to this BLEU (0: 90%% of the model's best {BASELINE} BLEU)")
@@ -153,11 +156,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
     if args.overwrite and args.resume:
         p.error("--overwrite and --resume exclude each other")
-    if args.fedavg_every < 0:
-        p.error("--fedavg-every must be >= 0")
-    args.fedavg_every = args.fedavg_every or args.average_every
+    if args.sync_every < 0:
+        p.error("--sync-every must be >= 0")
+    args.sync_every = args.sync_every or args.average_every
     for name, period in (("--average-every", args.average_every),
-                         ("--fedavg-every", args.fedavg_every)):
+                         ("--sync-every", args.sync_every)):
         if args.eval_every % period and period % args.eval_every:
             p.error(f"--eval-every and {name} must divide one another, so that evaluated "
                     f"checkpoints of the averaging modes hold averaged parameters")
@@ -182,7 +185,7 @@ def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
         f"train.train_steps={args.steps}", f"train.steps_per_cycle={args.eval_every}",
         f"train.time_budget_minutes={args.minutes}", "train.keep_checkpoints=100000",
         f"train.drop_ratio={args.drop_ratio}",
-        f"train.average_every={args.fedavg_every if mode == 'fedavg' else args.average_every}",
+        f"train.average_every={args.sync_every if mode in SYNC_MODES else args.average_every}",
         f"train.drop_warmup_steps={args.drop_warmup}", f"train.log_every={max(1, min(50, args.eval_every))}",
         *args.set]
     train = load_config(None, VARIANTS[mode]).train  # a mode refuses the keys it would ignore
