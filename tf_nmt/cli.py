@@ -173,7 +173,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
                               beam_size=args.beam_size or cfg.decode.beam_size,
-                              length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite)
+                              length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite,
+                              chunk_size=args.chunk_size)
     print(f"exported SavedModel to {path} (signature serving_default: texts -> translations)")
     quant = getattr(model, "activation_quantization", None)
     if quant is not None:
@@ -220,6 +221,14 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 QUANT_DEFAULTS = {"kind": "log", "scale": "optimised"}  # --kind and --scale when not given
+EXPORT_CHUNK_SIZE = 0  # export --chunk-size: each request decoded whole unless asked
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
 
 def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> None:
@@ -324,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-dir", type=Path, required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--beam-size", type=int)
+    p.add_argument("--chunk-size", type=_non_negative_int, default=EXPORT_CHUNK_SIZE,
+                   help="decode each request in length-sorted chunks of N sentences "
+                        f"(0: the whole request at once; default {EXPORT_CHUNK_SIZE})")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_export)
 

@@ -53,3 +53,32 @@ def test_export_refuses_to_overwrite(trained_run, tmp_path):
     export_saved_model(model, tokenizer, target, beam_size=1, overwrite=True)
     assert (target / "saved_model.pb").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_length_sorted_chunks_translate_as_the_plain_function_does(trained_run, tmp_path):
+    """chunk_size: the batch is sorted by source length and decoded chunk by chunk; every
+    sentence gets what the plain function gives its chunk, in the caller's order, in process
+    and from the export."""
+    from tf_nmt.evaluation.translate import source_ids
+
+    model, tokenizer, _ = load_trained_model(trained_run)
+    texts = ["The window is empty and the dog is old.", "The file.", "", "The dog is old.",
+             "The file is new and the window is empty.", "A", "The menu is new."]
+    plain = make_translate_fn(model, tokenizer, beam_size=2)
+    chunked = make_translate_fn(model, tokenizer, beam_size=2, chunk_size=3)
+    lengths = [len(r) for r in tokenizer.encode(texts)]
+    order = sorted(range(len(texts)), key=lambda i: lengths[i])  # stable, as tf.argsort
+    expected = [""] * len(texts)
+    for start in range(0, len(order), 3):
+        chunk = order[start:start + 3]
+        for i, out in zip(chunk, plain(tf.constant([texts[i] for i in chunk])).numpy()):
+            expected[i] = out.decode()
+    got = [t.decode() for t in chunked(tf.constant(texts)).numpy()]
+    assert got == expected
+    assert chunked(tf.constant([], tf.string)).shape == (0,)
+    assert source_ids(tokenizer, tf.constant(texts), 256).shape[0] == len(texts)
+    export_dir = export_saved_model(model, tokenizer, tmp_path / "chunked", beam_size=2, chunk_size=3)
+    served = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    assert [t.decode() for t in served(texts=tf.constant(texts))["translations"].numpy()] == expected
+    with pytest.raises(ValueError, match="chunk_size"):
+        make_translate_fn(model, tokenizer, chunk_size=-1)

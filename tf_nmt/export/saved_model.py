@@ -31,12 +31,14 @@ class Translator(tf.Module):
     """The exported object: model + tokenizer + a string-to-string ``translate`` function."""
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int,
-                 length_penalty: float, max_source_length: int = 256) -> None:
+                 length_penalty: float, max_source_length: int = 256, chunk_size: int = 0) -> None:
         super().__init__(name="translator")
         self.model = model
         self.tokenizer = tokenizer
         self.beam_size = tf.constant(beam_size)
-        translate = make_translate_fn(model, tokenizer, beam_size, length_penalty, max_source_length)
+        self.chunk_size = tf.constant(chunk_size)
+        translate = make_translate_fn(model, tokenizer, beam_size, length_penalty, max_source_length,
+                                      chunk_size)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
         def serve(texts: tf.Tensor):
@@ -83,9 +85,10 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
 
 def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
                        beam_size: int = 4, length_penalty: float = 0.6,
-                       overwrite: bool = False) -> Path:
-    """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``."""
+                       overwrite: bool = False, chunk_size: int = 0) -> Path:
+    """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``
+    (``chunk_size`` > 0: each request decoded in length-sorted chunks of that many sentences)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
-    return save_translator(Translator(model, tokenizer, beam_size, length_penalty), export_dir,
-                           overwrite)
+    return save_translator(Translator(model, tokenizer, beam_size, length_penalty,
+                                      chunk_size=chunk_size), export_dir, overwrite)

@@ -20,9 +20,8 @@ import numpy as np
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.evaluation.translate import source_ids
+from tf_nmt.evaluation.translate import translate_graph
 from tf_nmt.export.saved_model import directory_bytes, save_translator
-from tf_nmt.models.decoding import beam_search
 from tf_nmt.quantization.activations import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
@@ -64,7 +63,8 @@ class PackedTranslator(tf.Module):
     """Packed weights + tokenizer + a string-to-string ``serve`` function."""
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
-                 beam_size: int, length_penalty: float, max_source_length: int = 256) -> None:
+                 beam_size: int, length_penalty: float, max_source_length: int = 256,
+                 chunk_size: int = 0) -> None:
         super().__init__(name="packed_translator")
         check_matches(model, packed.entries)
         policy = packed.policy
@@ -99,9 +99,9 @@ class PackedTranslator(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
         def serve(texts: tf.Tensor) -> Dict[str, tf.Tensor]:
             with swapped(slots, weights()):
-                source = source_ids(tokenizer, texts, max_source_length)
-                hyps, _ = beam_search(model, source, beam_size=beam_size, length_penalty=length_penalty)
-                return {"translations": tokenizer.detokenize(hyps[:, 0, :])}
+                return {"translations": translate_graph(model, tokenizer, texts, beam_size,
+                                                        length_penalty, max_source_length,
+                                                        chunk_size)}
 
         with use_engine("emulated-stock"):  # quantised matmul inputs with stock ops only
             concrete = serve.get_concrete_function()
@@ -113,11 +113,12 @@ class PackedTranslator(tf.Module):
 
 def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
-                              overwrite: bool = False) -> Path:
+                              overwrite: bool = False, chunk_size: int = 0) -> Path:
     """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
-    translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty)
+    translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty,
+                                  chunk_size=chunk_size)
     return save_translator(translator, export_dir, overwrite)
 
 

@@ -19,6 +19,7 @@ lowprec-kernels    ns per 128-element dot: fp32, int8 VNNI, log shift16/lut8    
 lowprec-translate  sentences/s and BLEU with fp32, int8, log-space matmuls        :mod:`.lowprec_translate`
 chaos              elastic run with random worker kills, resume, bad inputs        :mod:`.chaos`
 train-speed        training tok/s of variants and of OpenNMT-tf, alternating       :mod:`.train_speed`
+serving-speed      exported translator: sentences/s by request size and length    :mod:`.serving_speed`
 =================  ============================================================  ===========================
 
 Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
@@ -46,6 +47,7 @@ STUDIES: Dict[str, str] = {
     "scaling": "tf_nmt.studies.scaling",
     "chaos": "tf_nmt.studies.chaos",
     "train-speed": "tf_nmt.studies.train_speed",
+    "serving-speed": "tf_nmt.studies.serving_speed",
 }
 
 
