@@ -214,3 +214,15 @@ def test_against_thesis_puts_the_thesis_figures_beside_ours():
     assert rows["graddrop"]["thesis_minus_baseline"] == pytest.approx(-35.39)
     assert rows["sparse_as_dense"]["bleu_minus_baseline"] == 0.0
     assert rows["bmuf"]["thesis_bleu"] is None and rows["bmuf"]["bleu_minus_baseline"] is None
+
+
+def test_steps_for_every_model_or_per_model(tmp_path):
+    common = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")]
+    args = exp.parse_args(["--steps", "transformer=2000,gnmt=4000", *common])
+    assert args.steps == {"transformer": 2000, "gnmt": 4000}
+    assert "train.train_steps=4000" in exp.run_overrides(args, "gnmt", "bmuf")
+    assert "train.train_steps=2000" in exp.run_overrides(args, "transformer", "bmuf")
+    assert exp.parse_args(["--steps", "300", *common]).steps == {"transformer": 300, "gnmt": 300}
+    for bad in ("transformer=2000", "lstm=5,transformer=5,gnmt=5", "0", "gnmt=x,transformer=1"):
+        with pytest.raises(SystemExit):
+            exp.parse_args(["--steps", bad, *common])

@@ -124,7 +124,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--modes", default=DEFAULT_MODES, help=f"comma list of {', '.join(VARIANTS)}")
     p.add_argument("--np", type=int, default=2, help="ranks (more than the cores oversubscribes)")
     p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
-    p.add_argument("--steps", type=int, default=100000, help="optimizer steps per run")
+    p.add_argument("--steps", default="100000",
+                   help="optimizer steps per run: N for every model, or MODEL=N,... per model "
+                        "(the LSTM learns more slowly per step than the Transformer)")
     p.add_argument("--minutes", type=float, default=30.0, help="wall-time budget per run (0: none)")
     p.add_argument("--eval-every", type=int, default=500, help="checkpoint/BLEU every N steps")
     p.add_argument("--eval-limit", type=int, default=500, help="test sentences scored per checkpoint")
@@ -147,6 +149,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
+    try:
+        args.steps = parse_steps(args.steps, args.models)
+    except ValueError as err:
+        p.error(f"--steps: {err}")
     for m in args.models:
         if m not in PRESETS:
             hint = f" (now {LEGACY_MODELS[m]!r})" if m in LEGACY_MODELS else ""
@@ -170,6 +176,26 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
+def parse_steps(text: str, models: Sequence[str]) -> Dict[str, int]:
+    """``--steps``: one count for every model (``2000``) or one per model
+    (``transformer=2000,gnmt=4000``, every model of the run given)."""
+    if "=" not in text:
+        steps = {m: int(text) for m in models}
+    else:
+        steps = {}
+        for item in text.split(","):
+            model, _, count = item.partition("=")
+            if model not in PRESETS:
+                raise ValueError(f"unknown model {model!r} (use {', '.join(PRESETS)})")
+            steps[model] = int(count)
+        missing = [m for m in models if m not in steps]
+        if missing:
+            raise ValueError(f"no step count for {', '.join(missing)}")
+    if any(n < 1 for n in steps.values()):
+        raise ValueError(f"step counts must be >= 1, got {steps}")
+    return steps
+
+
 def single_overrides(args: argparse.Namespace, model: str) -> List[str]:
     """One process doing what ``args.np`` ranks do together: their summed batch and the learning
     rate and warm-up that the trainer's worker rule gives them."""
@@ -182,7 +208,7 @@ def single_overrides(args: argparse.Namespace, model: str) -> List[str]:
 def run_overrides(args: argparse.Namespace, model: str, mode: str) -> List[str]:
     """The ``--set`` items of one run (later items win)."""
     overrides = VARIANTS[mode] + [
-        f"train.train_steps={args.steps}", f"train.steps_per_cycle={args.eval_every}",
+        f"train.train_steps={args.steps[model]}", f"train.steps_per_cycle={args.eval_every}",
         f"train.time_budget_minutes={args.minutes}", "train.keep_checkpoints=100000",
         f"train.drop_ratio={args.drop_ratio}",
         f"train.average_every={args.sync_every if mode in SYNC_MODES else args.average_every}",
