@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.downpour import DownpourWorkers
+from tf_nmt.distributed.downpour import requested as downpour_requested
 from tf_nmt.distributed.global_accumulator import GlobalAccumulator
 
 
@@ -33,7 +34,7 @@ def train_async(strategy, coordinator, build_model: Callable[[], keras.Model],
         raise ValueError(f"pushes must be >= 1, got {pushes}")
     if synchronous and pushes % k:
         raise ValueError(f"synchronous rounds of k={k} pushes need pushes divisible by k, got {pushes}")
-    downpour = n_push > 1 or n_fetch > 1 or clip_norm > 0
+    downpour = downpour_requested(n_push, n_fetch, clip_norm)
     if downpour and (synchronous or refresh_every):
         raise ValueError("Downpour (n_push, n_fetch, clip_norm) is asynchronous with its own "
                          "fetch period: it excludes synchronous rounds and refresh_every")

@@ -18,6 +18,11 @@ from typing import Any, Callable, Dict, List, Sequence
 from tf_nmt.compat import keras, tf
 
 
+def requested(n_push: int, n_fetch: int, clip_norm: float) -> bool:
+    """Whether these settings ask for Downpour's worker steps (anything but plain async)."""
+    return n_push > 1 or n_fetch > 1 or clip_norm > 0
+
+
 def per_worker(initial: tf.Tensor, name: str) -> tf.Variable:
     """A variable with one independent copy on every worker (create under the strategy scope)."""
     return tf.Variable(initial, trainable=False, name=name, per_worker_variable=True)

@@ -33,13 +33,18 @@ def padded_source(ids: tf.RaggedTensor, max_source_length: int) -> tf.Tensor:
     return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
 
 
+def check_chunk_size(chunk_size: int) -> None:
+    """ValueError for a negative ``chunk_size`` (0 decodes the whole batch at once)."""
+    if chunk_size < 0:
+        raise ValueError(f"chunk_size must be >= 0 (0: the whole batch at once), got {chunk_size}")
+
+
 def translate_graph(model: keras.Model, tokenizer: SubwordTokenizer, texts: tf.Tensor,
                     beam_size: int = 4, length_penalty: float = 0.6, max_source_length: int = 256,
                     chunk_size: int = 0) -> tf.Tensor:
     """Strings [B] -> translations [B], built into the calling ``tf.function``'s graph
     (``chunk_size`` > 0: length-sorted chunks of that many sentences, see the module docstring)."""
-    if chunk_size < 0:
-        raise ValueError(f"chunk_size must be >= 0 (0: the whole batch at once), got {chunk_size}")
+    check_chunk_size(chunk_size)
 
     def decode(ids: tf.RaggedTensor) -> tf.Tensor:
         source = padded_source(ids, max_source_length)
@@ -75,8 +80,7 @@ def make_translate_fn(model: keras.Model, tokenizer: SubwordTokenizer, beam_size
                       chunk_size: int = 0):
     """A ``tf.function`` mapping a batch of raw English strings to German strings
     (:func:`translate_graph`)."""
-    if chunk_size < 0:
-        raise ValueError(f"chunk_size must be >= 0 (0: the whole batch at once), got {chunk_size}")
+    check_chunk_size(chunk_size)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def translate(texts: tf.Tensor) -> tf.Tensor:

@@ -69,7 +69,7 @@ def run_quantized_export(args: argparse.Namespace) -> Dict[str, Any]:
     beam = args.beam_size or cfg.decode.beam_size
     path = export_packed_saved_model(model, tokenizer, packed, Path(args.export_dir), beam,
                                      cfg.decode.length_penalty, overwrite=args.overwrite,
-                                     chunk_size=getattr(args, "chunk_size", 0))
+                                     chunk_size=args.chunk_size)
     sizes = export_sizes(model, tokenizer, path, beam, cfg.decode.length_penalty)
     print(f"exported the {packed.policy.bits}-bit {packed.policy.kind} SavedModel to {path} "
           f"(signature serving_default: texts -> translations)")

@@ -20,6 +20,7 @@ from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.data.vocabulary import ensure_vocab, load_split
 from tf_nmt.distributed.async_sgd import train_async
+from tf_nmt.distributed.downpour import requested as downpour_requested
 from tf_nmt.distributed.ps_cluster import LocalPSCluster
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
 from tf_nmt.training import schedules
@@ -40,7 +41,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if n_push < 1 or n_fetch < 1:
         raise ConfigError(f"--n-push and --n-fetch must be >= 1, got {n_push} and {n_fetch}")
-    downpour = n_push > 1 or n_fetch > 1 or cfg.train.clip_norm > 0
+    downpour = downpour_requested(n_push, n_fetch, cfg.train.clip_norm)
     if downpour and (synchronous or refresh_every):
         raise ConfigError("--n-push, --n-fetch and train.clip_norm (Downpour) are asynchronous: "
                           "they exclude --synchronous and --refresh-every")
