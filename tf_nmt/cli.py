@@ -17,6 +17,7 @@ from typing import List, Optional
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
 from tf_nmt.config import COMM_MODES, PRESETS, QUICKSTART_PRECISIONS
 from tf_nmt.errors import UsageError, UserError
+from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.studies import STUDIES, run_study
 from tf_nmt.utils import allocator
 
@@ -221,7 +222,6 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 QUANT_DEFAULTS = {"kind": "log", "scale": "optimised"}  # --kind and --scale when not given
-EXPORT_CHUNK_SIZE = 0  # export --chunk-size: each request decoded whole unless asked
 
 
 def _non_negative_int(text: str) -> int:
@@ -333,9 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-dir", type=Path, required=True)
     p.add_argument("--checkpoint")
     p.add_argument("--beam-size", type=int)
-    p.add_argument("--chunk-size", type=_non_negative_int, default=EXPORT_CHUNK_SIZE,
+    p.add_argument("--chunk-size", type=_non_negative_int, default=SERVING_CHUNK_SIZE,
                    help="decode each request in length-sorted chunks of N sentences "
-                        f"(0: the whole request at once; default {EXPORT_CHUNK_SIZE})")
+                        f"(0: the whole request at once; default {SERVING_CHUNK_SIZE})")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_export)
 

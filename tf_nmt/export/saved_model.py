@@ -24,6 +24,7 @@ from pathlib import Path
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
+from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.quantization.activations import use_engine
 
 
@@ -31,7 +32,8 @@ class Translator(tf.Module):
     """The exported object: model + tokenizer + a string-to-string ``translate`` function."""
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int,
-                 length_penalty: float, max_source_length: int = 256, chunk_size: int = 0) -> None:
+                 length_penalty: float, max_source_length: int = 256,
+                 chunk_size: int = SERVING_CHUNK_SIZE) -> None:
         super().__init__(name="translator")
         self.model = model
         self.tokenizer = tokenizer
@@ -85,9 +87,9 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
 
 def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
                        beam_size: int = 4, length_penalty: float = 0.6,
-                       overwrite: bool = False, chunk_size: int = 0) -> Path:
+                       overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE) -> Path:
     """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``
-    (``chunk_size`` > 0: each request decoded in length-sorted chunks of that many sentences)."""
+    (``chunk_size``: each request decoded in length-sorted chunks of that many sentences, 0: whole)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     return save_translator(Translator(model, tokenizer, beam_size, length_penalty,

@@ -21,6 +21,7 @@ import numpy as np
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import translate_graph
+from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.export.saved_model import directory_bytes, save_translator
 from tf_nmt.quantization.activations import use_engine
 from tf_nmt.quantization.codec import decode_tf
@@ -64,7 +65,7 @@ class PackedTranslator(tf.Module):
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                  beam_size: int, length_penalty: float, max_source_length: int = 256,
-                 chunk_size: int = 0) -> None:
+                 chunk_size: int = SERVING_CHUNK_SIZE) -> None:
         super().__init__(name="packed_translator")
         check_matches(model, packed.entries)
         policy = packed.policy
@@ -113,7 +114,7 @@ class PackedTranslator(tf.Module):
 
 def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
-                              overwrite: bool = False, chunk_size: int = 0) -> Path:
+                              overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE) -> Path:
     """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")

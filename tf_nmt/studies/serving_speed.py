@@ -5,7 +5,7 @@ From one trained run it exports SavedModels (into a temporary directory) that di
 setting each, loads them with ``tf.saved_model.load`` and sends them requests as a client would:
 the sentences of a length band in their file order, ``--batch-sizes`` sentences per call.
 
-* ``export``: the run's beam, each request decoded whole (``tf-nmt export`` without chunks);
+* ``export``: the run's beam, each request decoded whole (``tf-nmt export --chunk-size 0``);
 * ``export-chunkC``: the same with ``--chunk-size C`` (length-sorted chunks inside the graph);
 * ``export-beam1``: greedy search, the beam's cost by difference;
 * ``evaluate``: the in-process path of ``tf-nmt evaluate`` (host-side length-sorted batches).
