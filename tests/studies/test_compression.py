@@ -39,6 +39,24 @@ def test_model_averaging_modes_have_their_own_period(tmp_path):
     assert "train.average_every=500" in exp.run_overrides(default, "transformer", "bmuf")
 
 
+def test_an_option_no_listed_mode_reads_is_refused(tmp_path, capsys):
+    common = ["--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")]
+    for modes, option in (("sparse_as_dense,single", ["--drop-ratio", "0.9"]),
+                          ("graddrop,fedavg", ["--average-every", "100", "--sync-every", "20"]),
+                          ("graddrop_local", ["--sync-every", "20"]),
+                          ("fedavg,bmuf", ["--drop-warmup", "200"])):
+        with pytest.raises(SystemExit):
+            exp.parse_args(["--modes", modes, *option, *common])
+        assert f"{option[0]} is read by none of the modes {modes}" in capsys.readouterr().err
+    # read by one listed mode: accepted; fedavg/bmuf fall back on --average-every
+    args = exp.parse_args(["--modes", "sparse_as_dense,fedavg", "--average-every", "100", *common])
+    assert "train.average_every=100" in exp.run_overrides(args, "transformer", "fedavg")
+    args = exp.parse_args(["--modes", "graddrop_noef", "--drop-warmup", "0", *common])
+    assert "train.drop_warmup_steps=0" in exp.run_overrides(args, "transformer", "graddrop_noef")
+    # a period no listed mode reads need not line up with the evaluations
+    assert exp.parse_args(["--modes", "graddrop", "--eval-every", "300", *common]).eval_every == 300
+
+
 def test_no_time_budget_means_no_launch_timeout(tmp_path, monkeypatch):
     seen = {}
 

@@ -38,7 +38,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tf_nmt.config import load_config, preset
 from tf_nmt.distributed import launcher
@@ -67,6 +67,10 @@ VARIANTS: Dict[str, List[str]] = {
     "single": ["train.comm=sparse_as_dense"],  # one process, N ranks' batches: see single_overrides
 }
 SYNC_MODES = ("fedavg", "bmuf")  # average models every --sync-every steps
+# The options that set a key only some modes read: argparse dest -> (flag, default).
+MODE_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "drop_ratio": ("--drop-ratio", 0.99), "drop_warmup": ("--drop-warmup", 1000),
+    "average_every": ("--average-every", 500), "sync_every": ("--sync-every", 0)}
 RUN_RECORD = "experiment_run.json"
 # The thesis's Table 5.1/5.2 (dev BLEU, as issue 14 quotes them): the Transformer does not train
 # with plain gradient dropping or federated averaging, local gradients restore it; the deep RNN
@@ -131,13 +135,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=500, help="checkpoint/BLEU every N steps")
     p.add_argument("--eval-limit", type=int, default=500, help="test sentences scored per checkpoint")
     p.add_argument("--eval-beam", type=int, default=1)
-    p.add_argument("--drop-ratio", type=float, default=0.99)
-    p.add_argument("--average-every", type=int, default=500,
-                   help="P for the parameter averages of graddrop with local gradients")
-    p.add_argument("--sync-every", type=int, default=0,
-                   help="P for fedavg and bmuf, the model-averaging modes (0: --average-every; "
-                        "the thesis's fedavg averaged every 20 steps)")
-    p.add_argument("--drop-warmup", type=int, default=1000)
+    # Mode-specific options default to None, so that one given to no listed mode that reads it
+    # is refused (see MODE_OPTIONS) instead of being silently ignored.
+    p.add_argument("--drop-ratio", type=float, help="graddrop modes (default 0.99)")
+    p.add_argument("--average-every", type=int,
+                   help="P for the parameter averages of graddrop with local gradients (default 500)")
+    p.add_argument("--sync-every", type=int,
+                   help="P for fedavg and bmuf, the model-averaging modes (0, the default: "
+                        "--average-every; the thesis's fedavg averaged every 20 steps)")
+    p.add_argument("--drop-warmup", type=int, help="graddrop modes (default 1000)")
     p.add_argument("--bleu-threshold", type=float, default=0.0,
                    help=f"report time to this BLEU (0: 90%% of the model's best {BASELINE} BLEU)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -162,11 +168,22 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
     if args.overwrite and args.resume:
         p.error("--overwrite and --resume exclude each other")
+    read = {dest for mode in args.modes for dest in options_read(mode)}
+    if "sync_every" in read and not args.sync_every:  # fedavg/bmuf fall back on --average-every
+        read.add("average_every")
+    for dest, (flag, default) in MODE_OPTIONS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+        elif dest not in read:
+            p.error(f"{flag} is read by none of the modes {','.join(args.modes)}; remove it or "
+                    f"add a mode that uses it")
     if args.sync_every < 0:
         p.error("--sync-every must be >= 0")
     args.sync_every = args.sync_every or args.average_every
     for name, period in (("--average-every", args.average_every),
                          ("--sync-every", args.sync_every)):
+        if name[2:].replace("-", "_") not in read:
+            continue
         if args.eval_every % period and period % args.eval_every:
             p.error(f"--eval-every and {name} must divide one another, so that evaluated "
                     f"checkpoints of the averaging modes hold averaged parameters")
@@ -174,6 +191,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         if path.exists() and not (args.overwrite or args.resume):
             p.error(f"{path} exists; pass --overwrite to replace it (or --resume to grow it)")
     return args
+
+
+def options_read(mode: str) -> Tuple[str, ...]:
+    """The mode-specific options (``MODE_OPTIONS`` dests) whose config key ``mode``'s runs read."""
+    train = load_config(None, VARIANTS[mode]).train
+    used = keys_used(train.comm, train.local_gradients)
+    read = [dest for dest, key in (("drop_ratio", "drop_ratio"),
+                                   ("drop_warmup", "drop_warmup_steps")) if key in used]
+    if "average_every" in used:
+        read.append("sync_every" if mode in SYNC_MODES else "average_every")
+    return tuple(read)
 
 
 def parse_steps(text: str, models: Sequence[str]) -> Dict[str, int]:
