@@ -44,6 +44,8 @@ def test_average_checkpoints_and_translate(run_dir, tmp_path, capsys, monkeypatc
     assert (avg / "checkpoint").exists()
     assert main(["average-checkpoints", "--run-dir", str(run_dir), "--last", "3", "--output-dir", str(avg)]) == 2
     assert "--overwrite" in capsys.readouterr().err
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", str(avg), "--split", "dev",
+                 "--limit", "4"]) == 0
     inp = tmp_path / "in.txt"
     inp.write_text("The file is new.\nThe dog is old.\n")
     outp = tmp_path / "out.txt"
@@ -56,7 +58,7 @@ def test_average_of_checkpoints_is_the_mean(run_dir, tmp_path):
 
     from tf_nmt.compat import tf
     from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.training.run import RunDirError, load_trained_model
 
     prefixes = list_checkpoints(run_dir / "checkpoints")[-2:]
     per_ckpt = [load_trained_model(run_dir, p)[0].get_weights() for p in prefixes]
@@ -66,6 +68,13 @@ def test_average_of_checkpoints_is_the_mean(run_dir, tmp_path):
     for got, a, b in zip(averaged.get_weights(), *per_ckpt):
         np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7)
     assert tf.train.latest_checkpoint(str(tmp_path / "avg2")) == out
+    # --checkpoint may name the output directory itself: its latest checkpoint is restored
+    by_dir, _, _ = load_trained_model(run_dir, str(tmp_path / "avg2"))
+    for got, want in zip(by_dir.get_weights(), averaged.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunDirError, match="no checkpoint in the directory"):
+        load_trained_model(run_dir, str(tmp_path / "empty"))
 
 
 @pytest.mark.parametrize("argv,message", [

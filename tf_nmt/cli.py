@@ -195,7 +195,8 @@ def cmd_average(args: argparse.Namespace) -> int:
                          f"{run.checkpoints} holds {len(prefixes)}")
     model, _, _ = load_trained_model(run.root)
     out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite)
-    print(f"averaged {len(prefixes)} checkpoints into {out}")
+    print(f"averaged {len(prefixes)} checkpoints into {out}; score it with: tf-nmt evaluate "
+          f"--run-dir {run.root} --checkpoint {args.output_dir}")
     return 0
 
 
@@ -221,6 +222,8 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, help="prepared data directory (overrides data.data_dir)")
 
 
+CHECKPOINT_HELP = ("checkpoint prefix, or a directory of checkpoints (its latest, e.g. the "
+                   "output of average-checkpoints); default: the run's latest")
 QUANT_DEFAULTS = {"kind": "log", "scale": "optimised"}  # --kind and --scale when not given
 
 
@@ -303,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="beam-search translate a split and score it with sacreBLEU")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
-    p.add_argument("--checkpoint", help="checkpoint prefix (default: latest)")
+    p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--beam-size", type=int)
     p.add_argument("--length-penalty", type=float)
@@ -316,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-dir", type=Path)
     src.add_argument("--export-dir", type=Path, help="an exported SavedModel")
-    p.add_argument("--checkpoint")
+    p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--input", help="input file (default stdin)")
     p.add_argument("--output", help="output file (default stdout)")
     p.add_argument("--beam-size", type=int)
@@ -331,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quant_args(p, bits_default=None)
     p.set_defaults(kind=None, scale=None)  # so that cmd_export sees what was given
     p.add_argument("--export-dir", type=Path, required=True)
-    p.add_argument("--checkpoint")
+    p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--beam-size", type=int)
     p.add_argument("--chunk-size", type=_non_negative_int, default=SERVING_CHUNK_SIZE,
                    help="decode each request in length-sorted chunks of N sentences "
@@ -341,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("quantize", help="quantise a run's checkpoint to a packed B-bit file")
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--checkpoint", help="checkpoint prefix (default: latest)")
+    p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--output", type=Path, required=True, help="packed model file to write")
     _add_quant_args(p, bits_default=4)
     p.add_argument("--overwrite", action="store_true")

@@ -132,10 +132,26 @@ def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, An
     return model
 
 
+def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
+    """The checkpoint prefix ``checkpoint`` names: a prefix, a directory of checkpoints (its
+    latest, e.g. the output of ``average-checkpoints``), or None for the run's latest."""
+    prefix = checkpoint or run.latest_checkpoint()
+    if prefix is None:
+        raise RunDirError(f"no checkpoint in {run.checkpoints}")
+    if Path(prefix).is_dir():
+        latest = tf.train.latest_checkpoint(str(prefix))
+        if latest is None:
+            raise RunDirError(f"no checkpoint in the directory {prefix}")
+        prefix = latest
+    if not Path(f"{prefix}.index").is_file():
+        raise RunDirError(f"checkpoint {prefix} not found (no {prefix}.index)")
+    return str(prefix)
+
+
 def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
                        ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
-    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` or the latest;
-    the model quantises its matmul inputs as the run was trained to (``train.quantize_activations_*``)."""
+    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (a prefix, or a
+    directory of checkpoints: its latest) or the run's latest; the model quantises its matmul inputs as the run was trained to (``train.quantize_activations_*``)."""
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
@@ -145,11 +161,7 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
     tokenizer = SubwordTokenizer.load(run.vocab_path)
     model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
                                     activation_quantization=from_train_config(cfg.train))
-    prefix = checkpoint or run.latest_checkpoint()
-    if prefix is None:
-        raise RunDirError(f"no checkpoint in {run.checkpoints}")
-    if not Path(f"{prefix}.index").is_file():
-        raise RunDirError(f"checkpoint {prefix} not found (no {prefix}.index)")
+    prefix = resolve_checkpoint(run, checkpoint)
     try:
         tf.train.Checkpoint(model=model).restore(prefix).expect_partial() \
             .assert_existing_objects_matched()
