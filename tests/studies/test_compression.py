@@ -244,3 +244,25 @@ def test_steps_for_every_model_or_per_model(tmp_path):
     for bad in ("transformer=2000", "lstm=5,transformer=5,gnmt=5", "0", "gnmt=x,transformer=1"):
         with pytest.raises(SystemExit):
             exp.parse_args(["--steps", bad, *common])
+
+
+def test_results_are_written_after_every_run(tmp_path, monkeypatch):
+    """A grid stopped during a run keeps the results of the runs before it."""
+    stats = {"sent_bytes_per_step": 10.0, "dense_bytes_per_step": 1000, "reduction": 100.0,
+             "mean_density": 0.02, "per_step": [{"step": 1, "sent_bytes": 10}]}
+    curve = [{"step": 20, "seconds": 60.0, "bleu": 3.0}]
+
+    def fake_measure(args, model, mode):
+        if mode == "bmuf":
+            raise KeyboardInterrupt
+        return exp.summarise(model, mode, {"wall_seconds": 70.0}, curve, stats, 1,
+                             [{"step": 20, "loss": 7.0, "tokens_per_s": 100.0}])
+
+    monkeypatch.setattr(exp, "measure", fake_measure)
+    results, plot = tmp_path / "r.json", tmp_path / "p.png"
+    with pytest.raises(KeyboardInterrupt):
+        exp.main(["--models", "transformer", "--modes", "sparse_as_dense,graddrop,bmuf",
+                  "--results", str(results), "--plot", str(plot)])
+    written = json.loads(results.read_text())
+    assert [r["mode"] for r in written["runs"]] == ["sparse_as_dense", "graddrop"]
+    assert plot.is_file()

@@ -440,10 +440,8 @@ def measure(args: argparse.Namespace, model: str, mode: str) -> Dict[str, Any]:
     return summarise(model, mode, run, curve, stats, args.drop_warmup, progress)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run every (model, mode) of the command line; write the results, plot and table."""
-    args = parse_args(argv)
-    results = [measure(args, model, mode) for model in args.models for mode in args.modes]
+def write_outputs(args: argparse.Namespace, results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Write the results file and plot of the runs measured so far; returns the payload."""
     time_to_threshold(results, args.bleu_threshold)
     payload = {"setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
@@ -453,6 +451,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "against_thesis": against_thesis(results)}
     write_json_atomic(args.results, payload)
     plot(results, args.plot)
+    return payload
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run every (model, mode) of the command line; write the results, plot and table."""
+    args = parse_args(argv)
+    results: List[Dict[str, Any]] = []
+    payload: Dict[str, Any] = {"against_single": [], "against_thesis": []}
+    for model in args.models:
+        for mode in args.modes:
+            results.append(measure(args, model, mode))
+            payload = write_outputs(args, results)  # after every run: a stopped grid keeps them
     print(table(results))
     for row in payload["against_single"]:
         print(f"{row['model']} {row['mode']} BLEU minus single, by step: {row['bleu_minus_single']}")
