@@ -65,3 +65,9 @@ def test_a_rank_study_runs_its_worker_or_measures_and_writes(tmp_path, capsys):
     args.worker = True
     common.run_rank_study(args, calls.append, lambda a: {"x": 3}, str, draw)
     assert calls == [args] and json.loads(args.out.read_text()) == {"x": 1}
+
+
+def test_command_line_of_a_study():
+    assert common.command_line("compression", ["--modes", "graddrop", "--set", "a.b=c d"]) == \
+        "tf-nmt study compression --modes graddrop --set 'a.b=c d'"
+    assert common.command_line("chaos", []) == "tf-nmt study chaos"

@@ -265,4 +265,5 @@ def test_results_are_written_after_every_run(tmp_path, monkeypatch):
                   "--results", str(results), "--plot", str(plot)])
     written = json.loads(results.read_text())
     assert [r["mode"] for r in written["runs"]] == ["sparse_as_dense", "graddrop"]
+    assert written["command"].startswith("tf-nmt study compression --models transformer --modes ")
     assert plot.is_file()

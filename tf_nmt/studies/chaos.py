@@ -287,7 +287,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       args.commit_every, args.workers, args.seed, args.comm)
     resume = resume_check(args.work_dir, args.data_dir, args.resume_steps)
     bad = bad_inputs(args.work_dir, args.data_dir, args.work_dir / "resume_straight")
-    payload = {"command": "tf-nmt study chaos " + " ".join(argv or []),
+    payload = {"command": common.command_line("chaos", argv),
                "elastic": chaos, "resume": resume, "bad_inputs": bad,
                "wall_seconds": time.time() - start, "python": sys.version.split()[0]}
     common.write_result(args.output, payload, overwrite=True)

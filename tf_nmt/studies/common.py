@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,12 @@ from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import load_split, vocab_path
 from tf_nmt.utils.io import write_json_atomic
+
+
+def command_line(study: str, argv: Optional[Sequence[str]] = None) -> str:
+    """The command that ran study ``study`` with ``argv`` (default: this process's arguments),
+    as ``tf-nmt study NAME ...``, for the results file (the scripts take the same arguments)."""
+    return shlex.join(["tf-nmt", "study", study, *(sys.argv[1:] if argv is None else argv)])
 
 
 def study_config(preset_name: str, overrides: Sequence[str], batch_tokens: int) -> Config:

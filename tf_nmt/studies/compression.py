@@ -153,6 +153,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true",
                    help="reuse finished runs (their experiment_run.json) with the same overrides")
     args = p.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None  # for the results' command line
     args.models = [m for m in args.models.split(",") if m]
     args.modes = [m for m in args.modes.split(",") if m]
     try:
@@ -443,7 +444,9 @@ def measure(args: argparse.Namespace, model: str, mode: str) -> Dict[str, Any]:
 def write_outputs(args: argparse.Namespace, results: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Write the results file and plot of the runs measured so far; returns the payload."""
     time_to_threshold(results, args.bleu_threshold)
-    payload = {"setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    payload = {"command": common.command_line("compression", args.argv),
+               "setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                           if k != "argv"},
                "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
                        "each rank hands to the collectives per step (parameter averages amortised); "
                        "'single' is one process with all ranks' batches and their LR schedule",

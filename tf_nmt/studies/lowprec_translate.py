@@ -25,7 +25,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -130,6 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     from tf_nmt.errors import UsageError
+    from tf_nmt.studies import common
     from tf_nmt.utils.io import write_json_atomic
 
     unknown = sorted(set(engines) - set(ENGINES) - {"emulated"})
@@ -138,7 +138,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          f"and --rounds must be >= 1")
     report = measure(args.run_dir, args.data_dir, args.split, args.limit, args.beam_size,
                      args.batch_size, args.rounds, engines)
-    report["command"] = " ".join(["tf-nmt study lowprec-translate", *(argv or sys.argv[1:])])
+    report["command"] = common.command_line("lowprec-translate", argv)
     write_json_atomic(args.out, report)
     print(f"wrote {args.out}: " + ", ".join(
         f"{n} {s:.1f} sent/s (BLEU {report['bleu'][n]:.2f})" for n, s in report["sentences_per_s"].items()))

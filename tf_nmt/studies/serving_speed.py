@@ -25,7 +25,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -193,11 +192,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error("--per-band and --rounds must be >= 1")
     if args.out.exists() and not args.overwrite:
         p.error(f"{args.out} exists; pass --overwrite to replace it")
+    from tf_nmt.studies import common
     from tf_nmt.utils.io import write_json_atomic
 
     report = measure(args.run_dir, args.data_dir, args.split, args.per_band, batch_sizes,
                      chunk_sizes, bands, args.rounds, greedy=not args.no_greedy)
-    report["command"] = " ".join(["python scripts/bench_serving.py", *(argv or sys.argv[1:])])
+    report["command"] = common.command_line("serving-speed", argv)
     write_json_atomic(args.out, report)
     print(table(report))
     print(f"wrote {args.out}")
