@@ -68,6 +68,14 @@ def test_average_of_checkpoints_is_the_mean(run_dir, tmp_path):
     for got, a, b in zip(averaged.get_weights(), *per_ckpt):
         np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7)
     assert tf.train.latest_checkpoint(str(tmp_path / "avg2")) == out
+    # overwriting replaces it whole; the state file names the checkpoint relative to the directory
+    out = average_checkpoints(model, prefixes[-1:], tmp_path / "avg2", overwrite=True)
+    assert tf.train.latest_checkpoint(str(tmp_path / "avg2")) == out
+    assert "ckpt-0" in (tmp_path / "avg2" / "checkpoint").read_text()
+    assert str(tmp_path) not in (tmp_path / "avg2" / "checkpoint").read_text()
+    assert (tmp_path / "avg2" / "averaged_from.txt").read_text().split() == prefixes[-1:]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    average_checkpoints(model, prefixes, tmp_path / "avg2", overwrite=True)
     # --checkpoint may name the output directory itself: its latest checkpoint is restored
     by_dir, _, _ = load_trained_model(run_dir, str(tmp_path / "avg2"))
     for got, want in zip(by_dir.get_weights(), averaged.get_weights()):

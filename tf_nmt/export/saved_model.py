@@ -16,7 +16,6 @@ bit what evaluation computes with the C++ op, so the SavedModel needs no tf_nmt 
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.quantization.activations import use_engine
+from tf_nmt.utils.io import replace_directory_atomically
 
 
 class Translator(tf.Module):
@@ -47,19 +47,6 @@ class Translator(tf.Module):
             return {"translations": translate(texts)}
 
         self.serve = serve
-
-
-def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished ``staged`` directory to ``target``; keep an old one unless ``overwrite``."""
-    if target.exists():
-        if not overwrite:
-            raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
-        os.replace(target, old / target.name)
-        os.replace(staged, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staged, target)
 
 
 def directory_bytes(path: Path) -> int:

@@ -14,7 +14,6 @@ rank from its own (:func:`restore_training_state`).
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.errors import UserError
+from tf_nmt.utils.io import replace_directory_atomically
 
 RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
 
@@ -133,12 +133,11 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
         manager = make_manager(tf.train.Checkpoint(model=model), tmp, keep=1)
         manager.save(checkpoint_number=0)
         (tmp / "averaged_from.txt").write_text("\n".join(prefixes) + "\n")
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        os.replace(tmp, output_dir)
-        # The state file records absolute paths of the temporary directory; rewrite it.
-        tf.compat.v1.train.update_checkpoint_state(str(output_dir), str(output_dir / "ckpt-0"),
-                                         all_model_checkpoint_paths=[str(output_dir / "ckpt-0")])
+        # The manager recorded the temporary directory's absolute path: record it relative to
+        # the directory instead, so the state file is right once the directory is renamed.
+        tf.compat.v1.train.update_checkpoint_state(str(tmp), "ckpt-0",
+                                                   all_model_checkpoint_paths=["ckpt-0"])
+        replace_directory_atomically(tmp, output_dir, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
