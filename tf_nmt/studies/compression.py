@@ -181,9 +181,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.sync_every < 0:
         p.error("--sync-every must be >= 0")
     args.sync_every = args.sync_every or args.average_every
-    for name, period in (("--average-every", args.average_every),
-                         ("--sync-every", args.sync_every)):
-        if name[2:].replace("-", "_") not in read:
+    for dest in ("average_every", "sync_every"):
+        name, period = MODE_OPTIONS[dest][0], getattr(args, dest)
+        if dest not in read:
             continue
         if args.eval_every % period and period % args.eval_every:
             p.error(f"--eval-every and {name} must divide one another, so that evaluated "

@@ -150,8 +150,9 @@ def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
 
 def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
                        ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
-    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (a prefix, or a
-    directory of checkpoints: its latest) or the run's latest; the model quantises its matmul inputs as the run was trained to (``train.quantize_activations_*``)."""
+    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
+    :func:`resolve_checkpoint`); the model quantises its matmul inputs as the run was trained to
+    (``train.quantize_activations_*``)."""
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
