@@ -72,6 +72,33 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a.view(view), b.view(view)))
 
 
+def describe(got: np.ndarray, want: np.ndarray) -> str:
+    """How two same-shaped float arrays (float32, or raw 16-bit bits) differ: counts by kind."""
+    got, want = np.ascontiguousarray(got).ravel(), np.ascontiguousarray(want).ravel()
+    if got.shape != want.shape:
+        return f"shape {got.shape} vs {want.shape}"
+    if got.dtype == np.uint16:  # raw float16/bfloat16 bits: count and show the first difference
+        diff = got != want
+        if not diff.any():
+            return "same"
+        i = int(np.flatnonzero(diff)[0])
+        return f"{int(diff.sum())}/{diff.size} differ (first at {i}: got {got[i]:#x} want {want[i]:#x})"
+    gb, wb = got.view(np.uint32), want.view(np.uint32)
+    fg, fw = got.view(np.float32), want.view(np.float32)
+    nan_g, nan_w = np.isnan(fg), np.isnan(fw)
+    diff = gb != wb
+    if not diff.any():
+        return "same"
+    both_nan = diff & nan_g & nan_w
+    zero_sign = diff & (fg == 0) & (fw == 0)
+    other = diff & ~both_nan & ~zero_sign
+    text = f"{int(diff.sum())}/{diff.size} differ: NaN payload {int(both_nan.sum())}, zero sign {int(zero_sign.sum())}, other {int(other.sum())}"
+    if other.any():
+        i = int(np.flatnonzero(other)[0])
+        text += f" (first at {i}: got {gb[i]:#x} want {wb[i]:#x})"
+    return text
+
+
 def check(lib, case, arr) -> str:
     """'' when the GPU result equals the CPU kernel's, else what differs."""
     k, q = case["kind"], case["params"]
@@ -149,7 +176,7 @@ def check(lib, case, arr) -> str:
             elif not same(val, a[f"val{t}"]):
                 problems.append(f"t{t} values")
             if not same(new_res[t], a[f"res{t}"]):
-                problems.append(f"t{t} residual")
+                problems.append(f"t{t} residual [{describe(new_res[t], a[f'res{t}'])}]")
         if "threshold" in q and f32_bits(thr.value) != q["threshold"]:
             problems.append(f"threshold {thr.value!r} vs {np.uint32(q['threshold']).view(np.float32)!r}")
         return "; ".join(problems)
@@ -165,8 +192,8 @@ def check(lib, case, arr) -> str:
             return f"rc={rc}"
         if q["bad"]:
             return "" if bad.value else "bad index not flagged"
-        problems = [name for name, got in (("q", qv), ("new_res", res), ("pos", pos), ("neg", neg))
-                    if not same(got, a[name])]
+        problems = [f"{name} [{describe(got, a[name])}]" for name, got in
+                    (("q", qv), ("new_res", res), ("pos", pos), ("neg", neg)) if not same(got, a[name])]
         return ("bad flag set; " if bad.value else "") + ", ".join(problems)
     return f"unknown case kind {k}"
 
