@@ -20,6 +20,7 @@ lowprec-translate  sentences/s and BLEU with fp32, int8, log-space matmuls      
 chaos              elastic run with random worker kills, resume, bad inputs        :mod:`.chaos`
 train-speed        training tok/s of variants and of OpenNMT-tf, alternating       :mod:`.train_speed`
 serving-speed      exported translator: sentences/s by request size and length    :mod:`.serving_speed`
+step-speed         the train step on fixed shapes: fp32/bf16/XLA, op profile       :mod:`.step_speed`
 =================  ============================================================  ===========================
 
 Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
@@ -48,6 +49,7 @@ STUDIES: Dict[str, str] = {
     "chaos": "tf_nmt.studies.chaos",
     "train-speed": "tf_nmt.studies.train_speed",
     "serving-speed": "tf_nmt.studies.serving_speed",
+    "step-speed": "tf_nmt.studies.step_speed",
 }
 
 
