@@ -70,6 +70,10 @@ class TrainConfig:
     decay_every: int = 1000
     decay_factor: float = 0.5
     label_smoothing: float = 0.1
+    # The loss's kernel (tf_nmt.models.losses.resolve_loss_kernel): "fused" is the C++ op, one
+    # pass over the [B*T, V] logits each way; "tf" composes TensorFlow's sparse cross-entropy;
+    # "auto" takes fused on a CPU-only machine with AVX-512F and the custom-op library, else tf.
+    loss_kernel: str = "auto"
     keep_checkpoints: int = 5
     log_every: int = 50
     seed: int = 1234

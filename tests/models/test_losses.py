@@ -5,7 +5,12 @@ import pytest
 from tests.models.helpers import batch, labels
 from tf_nmt.models import build_model
 from tf_nmt.compat import keras, tf
-from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount, label_smoothed_nll
+from tf_nmt.config import ConfigError
+from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
+                                  label_smoothed_nll, resolve_loss_kernel)
+from tf_nmt.ops import xent
+
+KERNELS = ["tf", "fused"]
 
 
 def reference(labels, logits, eps, pad=0):
@@ -19,18 +24,19 @@ def reference(labels, logits, eps, pad=0):
     return (per_token * mask).sum(), mask.sum()
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-def test_matches_numpy_reference(eps):
+def test_matches_numpy_reference(eps, kernel):
     rng = np.random.RandomState(0)
     logits = rng.normal(0, 3, (3, 5, 11)).astype(np.float32)
     y = rng.randint(1, 11, (3, 5))
     y[0, 3:] = 0
     y[2, 1:] = 0
-    total, count = label_smoothed_nll(tf.constant(y), tf.constant(logits), eps)
+    total, count = label_smoothed_nll(tf.constant(y), tf.constant(logits), eps, kernel=kernel)
     ref_total, ref_count = reference(y, logits.astype(np.float64), eps)
     assert float(count) == ref_count == 9
     np.testing.assert_allclose(float(total), ref_total, rtol=1e-5)
-    loss = LabelSmoothedCrossEntropy(eps)(tf.constant(y), tf.constant(logits))
+    loss = LabelSmoothedCrossEntropy(eps, kernel=kernel)(tf.constant(y), tf.constant(logits))
     np.testing.assert_allclose(float(loss), ref_total / ref_count, rtol=1e-5)
 
 
@@ -69,8 +75,9 @@ def test_fit_optimises_the_token_mean_and_counts_tokens():
     np.testing.assert_allclose(history.history["accuracy"][0], expected_acc, rtol=1e-6)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps):
+def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps, kernel):
     """d loss / d logits is ``(softmax - q) * weight / n_tokens``, zero on pad positions, as the
     dense-target cross-entropy (the textbook form) gives it by autodiff."""
     rng = np.random.RandomState(2)
@@ -80,7 +87,7 @@ def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps):
     q = tf.one_hot(y, 13) * (1 - eps) + eps / 13
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(logits)
-        ours = LabelSmoothedCrossEntropy(eps)(tf.constant(y), logits)
+        ours = LabelSmoothedCrossEntropy(eps, kernel=kernel)(tf.constant(y), logits)
         per_token = tf.nn.softmax_cross_entropy_with_logits(labels=q, logits=logits)
         mask = tf.cast(y != 0, tf.float32)
         dense = tf.reduce_sum(per_token * mask) / tf.reduce_sum(mask)
@@ -89,3 +96,42 @@ def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps):
     np.testing.assert_allclose(got, want, atol=1e-7)
     assert not got[1, 2:].any()
     assert np.abs(got).max() > 1e-3
+
+
+def test_loss_kernel_choice():
+    """auto takes the fused op where it is fast (AVX-512F, no GPU, library built) and never
+    under XLA; fused under XLA and unknown names are configuration errors."""
+    assert resolve_loss_kernel("tf") == "tf"
+    assert resolve_loss_kernel("fused") == "fused"
+    assert resolve_loss_kernel("auto", jit_compile=True) == "tf"
+    fast = xent.simd_available() and not tf.config.list_physical_devices("GPU")
+    assert resolve_loss_kernel("auto") == ("fused" if fast else "tf")
+    with pytest.raises(ConfigError, match="XLA"):
+        resolve_loss_kernel("fused", jit_compile=True)
+    with pytest.raises(ConfigError, match="loss_kernel"):
+        resolve_loss_kernel("cuda")
+    assert LabelSmoothedCrossEntropy(0.1, kernel="fused").get_config()["kernel"] == "fused"
+
+
+def test_a_training_step_is_the_same_with_either_kernel():
+    """One SGD step of a small Transformer from the same weights: the fused kernel and the TF
+    composition give the same loss and the same updated weights (within float rounding). SGD,
+    not Adam: Adam's first step is about lr * sign(g), which turns rounding noise in a gradient
+    near zero into a full-size difference."""
+    x, y = batch(), labels()
+    model = build_model("transformer", 29, num_layers=1, d_model=16, num_heads=2, ff_dim=16,
+                        dropout=0.0)
+    model(x)
+    start = [w.numpy() for w in model.weights]
+    results = {}
+    for kernel in KERNELS:
+        model.set_weights(start)
+        model.compile(optimizer=keras.optimizers.SGD(0.5),
+                      loss=LabelSmoothedCrossEntropy(0.1, kernel=kernel))
+        loss = model.train_on_batch(x, y)
+        results[kernel] = (loss, [w.numpy() for w in model.weights])
+    np.testing.assert_allclose(results["tf"][0], results["fused"][0], rtol=1e-5)
+    for a, b in zip(results["tf"][1], results["fused"][1]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    moved = max(np.abs(a - b).max() for a, b in zip(results["fused"][1], start))
+    assert moved > 1e-3  # the step did change the weights

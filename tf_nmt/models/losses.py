@@ -10,21 +10,68 @@ kernel already returns ``softmax - onehot``, so the gradient is that minus ``eps
 plus ``eps`` at each label, two passes over the [B,T,V] logits. Autodiff of the formula above
 makes about nine (a dense scatter for the gather's gradient, a broadcast for the mean's, their
 sum), which the training profile showed as ~5% of a quickstart step.
+
+``kernel="fused"`` computes the same loss and gradient with the C++ op of
+:mod:`tf_nmt.ops.xent`: one pass over the logits forward (log-sum-exp, sum, label logit) and
+one backward (the softmax recomputed from the log-sum-exp), where the composition above still
+makes about eight. :func:`resolve_loss_kernel` picks it where it is fast (``train.loss_kernel``).
 """
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.config import ConfigError
 from tf_nmt.models.base import PAD_ID
+
+LOSS_KERNELS = ("auto", "fused", "tf")
+
+
+def resolve_loss_kernel(kernel: str = "auto", jit_compile: bool = False) -> str:
+    """``"fused"`` or ``"tf"`` for ``train.loss_kernel``.
+
+    ``auto`` takes the fused C++ kernel where it is fast: the custom-op library is built, no GPU
+    is visible (the kernel is CPU-only) and the CPU has AVX-512F; XLA (``jit_compile``) cannot
+    compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is an
+    error, not a silent fallback.
+    """
+    from tf_nmt.ops import xent
+    from tf_nmt.ops.loader import BUILD_HINT, ops_available
+
+    if kernel not in LOSS_KERNELS:
+        raise ConfigError(f"train.loss_kernel must be one of {LOSS_KERNELS}, got {kernel!r}")
+    if kernel == "tf":
+        return "tf"
+    if kernel == "fused":
+        if jit_compile:
+            raise ConfigError("train.loss_kernel=fused is a custom op, which XLA cannot "
+                                  "compile: use train.loss_kernel=tf (or auto) with "
+                                  "train.jit_compile=true")
+        if not ops_available():
+            raise ConfigError(f"train.loss_kernel=fused needs the custom-op library. {BUILD_HINT}")
+        return "fused"
+    fast = (not jit_compile and xent.simd_available() and ops_available()
+            and not tf.config.list_physical_devices("GPU"))
+    return "fused" if fast else "tf"
 
 
 def label_smoothed_nll(labels: tf.Tensor, logits: tf.Tensor, smoothing: float,
-                       pad_id: int = PAD_ID) -> Tuple[tf.Tensor, tf.Tensor]:
-    """(sum of smoothed per-token losses over non-pad labels, number of non-pad labels), float32."""
+                       pad_id: int = PAD_ID, kernel: str = "tf") -> Tuple[tf.Tensor, tf.Tensor]:
+    """(sum of smoothed per-token losses over non-pad labels, number of non-pad labels), float32.
+    ``kernel``: ``"tf"`` or ``"fused"`` (see :func:`resolve_loss_kernel`)."""
     labels = tf.cast(labels, tf.int32)
     logits = tf.cast(logits, tf.float32)
-    per_token = smoothed_cross_entropy(labels, logits, smoothing)
+    if kernel == "fused":
+        from tf_nmt.ops.xent import smoothed_softmax_xent
+
+        vocab = tf.shape(logits)[-1]
+        flat = smoothed_softmax_xent(tf.reshape(logits, [-1, vocab]), tf.reshape(labels, [-1]),
+                                     smoothing)
+        per_token = tf.reshape(flat, tf.shape(labels))
+    elif kernel == "tf":
+        per_token = smoothed_cross_entropy(labels, logits, smoothing)
+    else:
+        raise ValueError(f"kernel must be 'tf' or 'fused' (resolve 'auto' first), got {kernel!r}")
     weights = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
     return tf.reduce_sum(per_token * weights), tf.reduce_sum(weights)
 
@@ -72,21 +119,35 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     ``call`` already returns the scalar mean over the batch's non-pad tokens and the reduction is
     SUM (of that one scalar), so ``model.compile(loss=...)`` optimises exactly the token mean
     (Keras' default would average per-sentence means instead).
+
+    Args:
+        smoothing: ``eps`` in ``[0, 1)``.
+        pad_id: labels equal to it do not count.
+        kernel: ``"auto"``, ``"fused"`` or ``"tf"``, resolved once here by
+            :func:`resolve_loss_kernel` (pass the resolved name when XLA compiles the step).
+
+    Example:
+        >>> loss = LabelSmoothedCrossEntropy(0.1, kernel="tf")
+        >>> float(loss(tf.constant([[5, 0]]), tf.zeros([1, 2, 8]))) == float(tf.math.log(8.0))
+        True
     """
 
-    def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID,
+    def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID, kernel: str = "auto",
                  name: str = "label_smoothed_cross_entropy") -> None:
         super().__init__(reduction=keras.losses.Reduction.SUM, name=name)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
         self.smoothing, self.pad_id = float(smoothing), int(pad_id)
+        self.kernel = resolve_loss_kernel(kernel)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        loss_sum, n_tokens = label_smoothed_nll(y_true, y_pred, self.smoothing, self.pad_id)
+        loss_sum, n_tokens = label_smoothed_nll(y_true, y_pred, self.smoothing, self.pad_id,
+                                                self.kernel)
         return loss_sum / tf.maximum(n_tokens, 1.0)
 
     def get_config(self):
-        return {"smoothing": self.smoothing, "pad_id": self.pad_id, "name": self.name}
+        return {"smoothing": self.smoothing, "pad_id": self.pad_id, "kernel": self.kernel,
+                "name": self.name}
 
 
 class TokenCount(keras.metrics.Metric):

@@ -50,7 +50,7 @@ def worker(args: argparse.Namespace) -> None:
     cfg = common.study_config(args.preset, args.set, args.batch_tokens)
     tokenizer, batches = common.rank_batches(cfg, ctx.rank, ctx.size, args.steps,
                                              args.pairs_per_rank)
-    loss_fn = LabelSmoothedCrossEntropy(cfg.train.label_smoothing)
+    loss_fn = LabelSmoothedCrossEntropy(cfg.train.label_smoothing, kernel=cfg.train.loss_kernel)
     models, steps_fn, opts = {}, {}, {}
     for variant, tie in VARIANTS.items():
         keras.utils.set_random_seed(cfg.train.seed)

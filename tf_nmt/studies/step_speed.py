@@ -7,6 +7,10 @@ overrides) in one process, stepped with ``train_on_batch`` on batches of fixed s
 compiles each shape once and the input pipeline plays no part. Token ids are random (a step's
 cost does not depend on which ids it sees); every position is a real token.
 
+Variants: ``fp32`` and ``bf16`` (tf-nmt's defaults), ``fp32-tfloss`` (the loss composed of TF
+ops, ``train.loss_kernel=tf``, instead of the fused C++ kernel) and ``-xla`` (Keras
+``jit_compile``; XLA cannot compile the custom op, so these use the TF loss).
+
 Each round times ``--steps`` steps of every (shape, variant), the variants in rotated order, after
 two untimed steps per shape and variant (tracing, XLA compilation). A variant's speed is its
 median over rounds; its ratio to the first variant is the median of the per-round ratios.
@@ -32,6 +36,7 @@ from tf_nmt.studies import common
 FP32, BF16, XLA = "train.mixed_precision=false", "train.mixed_precision=true", "train.jit_compile=true"
 VARIANTS: Dict[str, Sequence[str]] = {
     "fp32": [FP32],
+    "fp32-tfloss": [FP32, "train.loss_kernel=tf"],
     "fp32-xla": [FP32, XLA],
     "bf16": [BF16],
     "bf16-xla": [BF16, XLA],
@@ -129,7 +134,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="quickstart")
     p.add_argument("--set", action="append", default=[], help="config override for every variant")
-    p.add_argument("--variants", default="fp32,fp32-xla,bf16,bf16-xla",
+    p.add_argument("--variants", default="fp32,fp32-tfloss,fp32-xla,bf16,bf16-xla",
                    help=f"comma-separated, from {', '.join(VARIANTS)}; the first is the baseline")
     p.add_argument("--shapes", default="128x32,64x64,256x16",
                    help="SENTENCESxTOKENS batches (the quickstart's 4,096-token budget by default)")

@@ -52,7 +52,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     data_dir = Path(cfg.data.data_dir)
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
     corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
-    loss_object = LabelSmoothedCrossEntropy(t.label_smoothing)
+    loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
 
     def build():
         return build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams)

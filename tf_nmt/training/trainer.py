@@ -24,7 +24,8 @@ from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.models import check_model_config
-from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
+from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
+                                  resolve_loss_kernel)
 from tf_nmt.quantization import activations, retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
@@ -76,7 +77,9 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     if t.jit_compile and ctx.size > 1:
         raise ConfigError(f"train.jit_compile needs one process, not {ctx.size}: Horovod's "
                           "collectives have no XLA kernels")
-    model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
+    loss = LabelSmoothedCrossEntropy(t.label_smoothing,
+                                     kernel=resolve_loss_kernel(t.loss_kernel, t.jit_compile))
+    model.compile(optimizer=optimizer, loss=loss,
                   metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")],
                   jit_compile=t.jit_compile)
     return model
@@ -92,6 +95,7 @@ def validate_config(cfg: Config) -> None:
     comm.resolve_comm(cfg.train)
     activations.from_train_config(cfg.train)
     check_jit_compile(cfg.train)
+    resolve_loss_kernel(cfg.train.loss_kernel, cfg.train.jit_compile)
 
 
 def check_jit_compile(t: TrainConfig) -> None:

@@ -1,0 +1,59 @@
+"""The C++ label-smoothed softmax cross-entropy: the training loss over [N, V] logits in one pass
+forward and one backward (``custom_ops/cc/kernels/xent_kernels.cc``).
+
+Only the op call and its gradient live here; which kernel the training loss uses is decided in
+:func:`tf_nmt.models.losses.resolve_loss_kernel`. The kernels run on the CPU, with AVX-512 row
+loops where the CPU has AVX-512F (:func:`simd_available`) and a scalar loop elsewhere;
+``TF_NMT_XENT_SCALAR=1`` forces the scalar loop (for tests and comparisons).
+"""
+from __future__ import annotations
+
+import os
+
+from tf_nmt.compat import tf
+from tf_nmt.ops.loader import load_ops
+
+SCALAR_ENV = "TF_NMT_XENT_SCALAR"
+
+
+def simd_available() -> bool:
+    """True when the kernels take their AVX-512 loops here (Linux /proc/cpuinfo says avx512f
+    and ``$TF_NMT_XENT_SCALAR`` does not force the scalar loop)."""
+    if os.environ.get(SCALAR_ENV, "") not in ("", "0"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
+    """Per-row ``-sum_v q_v log softmax(logits)_v`` with ``q = (1 - eps) onehot + eps / V``.
+
+    Args:
+        logits: float32 [N, V].
+        labels: int32 [N], each in ``[0, V)`` (InvalidArgumentError otherwise).
+        smoothing: ``eps`` in ``[0, 1)``.
+
+    Returns float32 [N]; its gradient is ``upstream * (softmax - q)``, computed by the gradient
+    kernel from the forward's log-sum-exp in one pass over the logits.
+    """
+    ops = load_ops()
+    labels = tf.convert_to_tensor(labels, tf.int32)
+    smoothing = float(smoothing)
+
+    @tf.custom_gradient
+    def loss_fn(x):
+        loss, logsumexp = ops.smoothed_softmax_xent(x, labels, smoothing=smoothing)
+
+        def grad(upstream):
+            return ops.smoothed_softmax_xent_grad(x, labels, logsumexp, upstream,
+                                                  smoothing=smoothing)
+
+        return loss, grad
+
+    return loss_fn(tf.convert_to_tensor(logits, tf.float32))
