@@ -88,6 +88,11 @@ class LocalPSCluster:
 
 def _serve(job: str, index: int, spec: Dict[str, List[str]]) -> None:
     from tf_nmt.compat import tf
+    from tf_nmt.ops.loader import ops_available
+
+    # Functions the coordinator sends run here: register the custom ops they may use (the fused
+    # loss of train.loss_kernel), where the library is built.
+    ops_available()
 
     server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=index,
                                   protocol="grpc", start=True)

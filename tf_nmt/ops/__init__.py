@@ -1,4 +1,5 @@
-"""Custom TensorFlow ops (C++): gradient dropping, log/fixed quantisation, LR schedule.
+"""Custom TensorFlow ops (C++): gradient dropping, log/fixed quantisation, LR schedule, and the
+fused label-smoothed cross-entropy of the training loss (:mod:`tf_nmt.ops.xent`).
 
 The compiled library is loaded on first use (see :mod:`tf_nmt.ops.loader`); when it is missing
 the first op call raises ImportError with build instructions.
