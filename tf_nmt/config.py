@@ -74,6 +74,10 @@ class TrainConfig:
     # pass over the [B*T, V] logits each way; "tf" composes TensorFlow's sparse cross-entropy;
     # "auto" takes fused on a CPU-only machine with AVX-512F and the custom-op library, else tf.
     loss_kernel: str = "auto"
+    # The dropout layers' kernel (tf_nmt.models.dropout.resolve_dropout_kernel): "fused" is the
+    # C++ seeded dropout op (mask regenerated from a seed, one pass each way); "tf" is Keras's
+    # dropout; "auto" takes fused where loss_kernel's auto would. Used by `tf-nmt train`.
+    dropout_kernel: str = "auto"
     keep_checkpoints: int = 5
     log_every: int = 50
     seed: int = 1234

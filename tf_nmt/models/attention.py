@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.dropout import make_dropout
 from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
 NEG_INF = -1e9
@@ -60,7 +61,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.q = QuantDense(d_model, aq, name="q")
             self.kv = QuantDense(2 * d_model, aq, name="kv")
         self.out = QuantDense(d_model, aq, name="out")
-        self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.dropout = make_dropout(dropout)
 
     def _split(self, x: tf.Tensor) -> tf.Tensor:
         """[B,T,d] -> [B,H,T,depth]."""

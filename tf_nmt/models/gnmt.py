@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding
 from tf_nmt.models.rnn_attention import make_attention
@@ -61,7 +62,7 @@ class GNMT(Seq2SeqModel):
         self.attention = make_attention(attention, units, aq)
         self.attention_output = QuantDense(self.embedding_dim, aq, activation="tanh",
                                            use_bias=False, name="attention_output")
-        self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.dropout = make_dropout(dropout)
 
     def _drop(self, x: tf.Tensor, training) -> tf.Tensor:
         return self.dropout(x, training=training) if self.dropout is not None else x

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.attention import causal_bias, padding_bias
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding, sinusoidal_positions
@@ -51,7 +52,7 @@ class Transformer(Seq2SeqModel):
         if self.pre_norm:  # pre-norm stacks end un-normalised: add a final norm to each
             self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
             self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
-        self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.dropout = make_dropout(dropout)
 
     def _embed(self, ids: tf.Tensor, positions: tf.Tensor, training) -> tf.Tensor:
         x = self.embedding(ids)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.attention import KeyValue, MultiHeadAttention
 from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
@@ -32,7 +33,7 @@ class Residual(keras.layers.Layer):
         self.norm_position, self.rate = norm, float(dropout)
         self.pre = norm == "pre"
         self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="norm")
-        self.dropout = keras.layers.Dropout(dropout) if dropout > 0 else None
+        self.dropout = make_dropout(dropout)
 
     def build(self, input_shape) -> None:
         self.norm.build(input_shape)  # constant-initialised: creating it early draws no randomness

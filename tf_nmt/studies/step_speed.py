@@ -8,8 +8,9 @@ compiles each shape once and the input pipeline plays no part. Token ids are ran
 cost does not depend on which ids it sees); every position is a real token.
 
 Variants: ``fp32`` and ``bf16`` (tf-nmt's defaults), ``fp32-tfloss`` (the loss composed of TF
-ops, ``train.loss_kernel=tf``, instead of the fused C++ kernel) and ``-xla`` (Keras
-``jit_compile``; XLA cannot compile the custom op, so these use the TF loss).
+ops, ``train.loss_kernel=tf``, instead of the fused C++ kernel), ``fp32-tfdrop`` (Keras's
+dropout, ``train.dropout_kernel=tf``, instead of the seeded C++ op), ``fp32-tf`` (both) and
+``-xla`` (Keras ``jit_compile``; XLA cannot compile custom ops, so these use the TF ones).
 
 Each round times ``--steps`` steps of every (shape, variant), the variants in rotated order, after
 two untimed steps per shape and variant (tracing, XLA compilation). A variant's speed is its
@@ -37,6 +38,8 @@ FP32, BF16, XLA = "train.mixed_precision=false", "train.mixed_precision=true", "
 VARIANTS: Dict[str, Sequence[str]] = {
     "fp32": [FP32],
     "fp32-tfloss": [FP32, "train.loss_kernel=tf"],
+    "fp32-tfdrop": [FP32, "train.dropout_kernel=tf"],
+    "fp32-tf": [FP32, "train.loss_kernel=tf", "train.dropout_kernel=tf"],
     "fp32-xla": [FP32, XLA],
     "bf16": [BF16],
     "bf16-xla": [BF16, XLA],

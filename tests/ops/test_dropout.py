@@ -1,0 +1,142 @@
+"""The C++ seeded dropout op against a NumPy reference, its SIMD and scalar loops against each
+other, its gradient, its errors, and the Keras layer / kernel choice built on it."""
+import numpy as np
+import pytest
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.config import ConfigError
+from tf_nmt.models import dropout as dropout_mod
+from tf_nmt.models.dropout import SeededDropout, make_dropout, resolve_dropout_kernel, use_kernel
+from tf_nmt.ops import ops_available
+from tf_nmt.ops.dropout import SCALAR_ENV, seeded_dropout
+
+pytestmark = pytest.mark.skipif(not ops_available(), reason="custom-op library not built")
+
+GAMMA, MIX1, MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def reference_keep(seed: int, n: int, rate: float) -> np.ndarray:
+    """keep[i] = top 32 bits of SplitMix64(seed + (i + 1) * gamma) >= rate * 2^32."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed % 2 ** 64) + (np.arange(1, n + 1, dtype=np.uint64) * GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * MIX1
+        z = (z ^ (z >> np.uint64(27))) * MIX2
+        z ^= z >> np.uint64(31)
+    return (z >> np.uint64(32)) >= np.uint64(int(float(np.float32(rate)) * 4294967296.0))
+
+
+def run(x, rate, seed):
+    return seeded_dropout(tf.constant(x), rate, tf.constant(seed, tf.int64)).numpy()
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 8191, 8192, 8193, 100_003])
+@pytest.mark.parametrize("rate", [0.0, 0.1, 0.5])
+def test_float32_matches_reference_bit_for_bit(n, rate):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    seed = 123456789 + n
+    keep = reference_keep(seed, n, rate)
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(rate))
+    want = np.where(keep, x * scale, np.float32(0.0)).astype(np.float32)
+    got = run(x, rate, seed)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_scalar_loop_equals_simd_loop(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((37, 1031)).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    simd = run(x, 0.3, -42)
+    monkeypatch.setenv(SCALAR_ENV, "1")
+    scalar = run(x, 0.3, -42)
+    np.testing.assert_array_equal(simd.view(np.uint32), scalar.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_16_bit_types_use_the_same_mask(dtype):
+    x = np.random.default_rng(1).standard_normal(5000).astype(np.float32)
+    got = seeded_dropout(tf.cast(x, dtype), 0.25, tf.constant(9, tf.int64))
+    assert got.dtype == dtype
+    keep = reference_keep(9, x.size, 0.25)
+    want = tf.cast(tf.cast(tf.cast(x, dtype), tf.float32) * (1 / 0.75), dtype).numpy()
+    np.testing.assert_array_equal(tf.cast(got, tf.float32).numpy(),
+                                  np.where(keep, tf.cast(want, tf.float32).numpy(), 0.0))
+
+
+def test_keep_fraction_and_seeds():
+    n, rate = 1_000_000, 0.1
+    ones = np.ones(n, np.float32)
+    a, b = run(ones, rate, 1), run(ones, rate, 2)
+    kept = np.mean(a != 0)
+    assert abs(kept - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / n)
+    np.testing.assert_allclose(a[a != 0], 1 / np.float32(0.9))
+    assert np.array_equal(a, run(ones, rate, 1))  # same seed, same mask
+    agree = np.mean((a != 0) == (b != 0))  # independent masks agree on 0.9^2 + 0.1^2 = 0.82
+    assert abs(agree - 0.82) < 0.005
+
+
+def test_gradient_is_the_same_mask_times_scale():
+    x = tf.constant(np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32))
+    up = tf.constant(np.random.default_rng(3).standard_normal((64, 33)).astype(np.float32))
+    seed = tf.constant(77, tf.int64)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = seeded_dropout(x, 0.2, seed)
+    grad = tape.gradient(y, x, output_gradients=up).numpy()
+    keep = reference_keep(77, x.shape.num_elements(), 0.2).reshape(x.shape)
+    np.testing.assert_array_equal(grad, np.where(keep, up.numpy() * np.float32(1 / np.float32(0.8)), 0))
+
+
+@pytest.mark.parametrize("rate", [1.0, -0.1, 1.5])
+def test_bad_rate_is_refused(rate):
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rate"):
+        run(np.ones(4, np.float32), rate, 1)
+
+
+def test_non_scalar_seed_is_refused():
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        seeded_dropout(tf.ones([4]), 0.1, tf.constant([1, 2], tf.int64))
+
+
+def test_layer_is_identity_outside_training_and_drops_in_training():
+    layer = SeededDropout(0.5)
+    x = tf.ones([8, 128])
+    np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
+    y = layer(x, training=True).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0} and 0.3 < np.mean(y == 0) < 0.7
+    assert not np.array_equal(y, layer(x, training=True).numpy())  # a new seed per call
+    clone = SeededDropout.from_config(layer.get_config())
+    assert clone.rate == 0.5
+    with pytest.raises(ValueError, match="noise_shape"):
+        SeededDropout(0.1, noise_shape=[1, 128])
+
+
+def test_layer_in_a_compiled_function_trains():
+    layer = SeededDropout(0.1)
+    w = tf.Variable(tf.ones([16]))
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(w[None, :] * 3.0, training=True))
+        return tape.gradient(loss, w)
+
+    g = step().numpy()
+    kept = np.isclose(g, 3.0 / 0.9, rtol=1e-6)
+    assert kept.any() and np.all(kept | (g == 0))
+
+
+def test_kernel_choice():
+    with pytest.raises(ConfigError, match="dropout_kernel"):
+        resolve_dropout_kernel("fast")
+    with pytest.raises(ConfigError, match="XLA"):
+        resolve_dropout_kernel("fused", jit_compile=True)
+    assert resolve_dropout_kernel("auto", jit_compile=True) == "tf"
+    assert resolve_dropout_kernel("tf") == "tf"
+    assert resolve_dropout_kernel("fused") == "fused"
+    with pytest.raises(ValueError):
+        with use_kernel("auto"):
+            pass
+    assert make_dropout(0.0) is None
+    with use_kernel("fused"):
+        assert type(make_dropout(0.1)) is SeededDropout
+    assert type(make_dropout(0.1)) is keras.layers.Dropout
+    assert dropout_mod._current == "tf"
