@@ -140,3 +140,32 @@ def test_kernel_choice():
         assert type(make_dropout(0.1)) is SeededDropout
     assert type(make_dropout(0.1)) is keras.layers.Dropout
     assert dropout_mod._current == "tf"
+
+
+def _small_model(kind: str):
+    from tf_nmt.models import build_model
+
+    hp = ({"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32, "attention_dropout": 0.1}
+          if kind == "transformer" else {"num_layers": 2, "units": 16})
+    model = build_model(kind, 40, dropout=0.2, **hp)
+    ids = tf.constant([[3, 4, 5, 2]])
+    model({"source": ids, "target_in": ids}, training=False)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gnmt"])
+def test_checkpoints_move_between_kernels(kind, tmp_path):
+    """A run saved with Keras's dropout resumes with the fused one (and back): same objects."""
+    keras.utils.set_random_seed(0)
+    plain = _small_model(kind)
+    with use_kernel("fused"):
+        fused = _small_model(kind)
+    kinds = {type(layer) for layer in fused._flatten_layers() if isinstance(layer, keras.layers.Dropout)}
+    assert kinds == {SeededDropout}
+    path = tf.train.Checkpoint(model=plain).write(str(tmp_path / "ckpt"))
+    tf.train.Checkpoint(model=fused).read(path).assert_consumed()
+    for a, b in zip(plain.weights, fused.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    ids = tf.constant([[3, 4, 5, 2]])
+    out = fused({"source": ids, "target_in": ids}, training=True)
+    assert bool(tf.reduce_all(tf.math.is_finite(out)))
