@@ -96,6 +96,7 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     result = json.loads(out.read_text())
     variants = result["variants"]
     assert list(variants) == ["fp32", "fp32-xla", "w3"] and variants["fp32"]["x_fp32"] == 1.0
+    assert result["command"].startswith("tf-nmt study train-speed --data-dir ")
     assert result["variant_settings"]["w3"]["env"] == {"TF_NMT_X": "1"}
     for row in variants.values():
         assert len(row["rounds"]) == 2 and row["tgt_tok_per_s"] > 0 and row["cores_busy"] > 0

@@ -35,7 +35,6 @@ import platform
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -317,7 +316,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       flush=True)
         summary = summarise(samples)
         result = {"what": "steady-state training speed, variants alternating in one invocation",
-                  "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                  "command": common.command_line("train-speed", argv),
                   "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                               "loadavg_before": load_before,
                               "loadavg_after": [round(v, 2) for v in os.getloadavg()]},
