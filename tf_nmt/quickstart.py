@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from tf_nmt.export.saved_model import directory_bytes, export_saved_model
 from tf_nmt.training.run import RunDirError, load_trained_model
 from tf_nmt.training.autotune import fastest_precision
 from tf_nmt.training.trainer import train
+from tf_nmt.utils import machine
 from tf_nmt.utils.io import write_json_atomic
 
 SERVE_CHECK = """
@@ -147,7 +147,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
                    "fresh_process_samples": dict(zip(SAMPLE_SENTENCES, served))},
         "examples": report["examples"],
         "total_minutes": round((time.perf_counter() - t0) / 60, 2),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine.describe(),
     }
     write_json_atomic(Path(results_path), payload)
     print(f"BLEU {payload['bleu']} (copy baseline {payload['copy_baseline_bleu']}); "

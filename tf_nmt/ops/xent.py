@@ -12,6 +12,7 @@ import os
 
 from tf_nmt.compat import tf
 from tf_nmt.ops.loader import load_ops
+from tf_nmt.utils import machine
 
 SCALAR_ENV = "TF_NMT_XENT_SCALAR"
 
@@ -21,14 +22,7 @@ def simd_available() -> bool:
     and ``$TF_NMT_XENT_SCALAR`` does not force the scalar loop)."""
     if os.environ.get(SCALAR_ENV, "") not in ("", "0"):
         return False
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    return "avx512f" in line.split()
-    except OSError:
-        pass
-    return False
+    return "avx512f" in machine.cpu_flags()
 
 
 def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:

@@ -28,8 +28,6 @@ results file is rewritten after each model kind, with ``complete`` false until a
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from tf_nmt.studies import common
 from tf_nmt.studies import quantization as qstudy
+from tf_nmt.utils import machine
 
 # Thesis Table 7.4, test BLEU: fp32, 4-bit weights re-trained, + dot products re-trained.
 THESIS_74 = {"transformer": (35.66, 35.47, 35.05), "gnmt": (34.28, 34.22, 33.12)}
@@ -180,7 +179,7 @@ def main(argv: Optional[Sequence[str]] = None,
     results: Dict[str, Any] = {
         "command": " ".join(sys.argv), "tiny": args.tiny, "complete": False, "models": {},
         "settings": {k: v for k, v in vars(args).items() if k != "overwrite"},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
+        "machine": machine.describe()}
     for kind in args.models.split(","):
         results["models"][kind] = table_74(kind, args, print)
         results["minutes"] = round((time.perf_counter() - start) / 60, 1)

@@ -28,12 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tf_nmt.utils import machine
 
 METHODS: Tuple[str, ...] = ("fp32", "int8", "shift16", "lut8")
 LABELS: Dict[str, str] = {
@@ -52,22 +53,6 @@ SHAPES: Tuple[Tuple[str, int, int], ...] = (
     ("transformer output projection (vocab)", 256, 8000),
     ("gnmt lstm gates", 512, 1024),
 )
-
-
-def _cpu_model() -> str:
-    """The CPU's model name, with family/model numbers (VMs often report a generic name)."""
-    fields: Dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-                if not line.strip():
-                    break
-    except OSError:
-        return platform.processor() or platform.machine()
-    return (f"{fields.get('model name', platform.machine())} (family {fields.get('cpu family', '?')}, "
-            f"model {fields.get('model', '?')})")
 
 
 def _calibrate(measure, target_s: float, start: int) -> int:
@@ -211,7 +196,7 @@ def run(rounds: int, matmul_rounds: int, tokens: int, pairs: int, target_s: floa
     started = time.time()
     result: Dict[str, Any] = {
         "what": "Table 7.5 equivalent: log-space dot products vs int8 and fp32 (C++ timing loops)",
-        "cpu": _cpu_model(), "cores": os.cpu_count(), "simd": lowprec.simd_available(),
+        "cpu": machine.cpu_model(), "cores": os.cpu_count(), "simd": lowprec.simd_available(),
         "forced_scalar_env": os.environ.get(lowprec.FORCE_SCALAR_ENV, ""),
         "rounds": rounds, "matmul_rounds": matmul_rounds, "tokens": tokens,
         "target_seconds_per_burst": target_s, "bursts": bursts, "loadavg_before": load_before,

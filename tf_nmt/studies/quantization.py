@@ -29,8 +29,6 @@ checkout.)
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -53,6 +51,7 @@ from tf_nmt.quickstart import SAMPLE_SENTENCES, serve_in_fresh_process
 from tf_nmt.studies import common
 from tf_nmt.training.run import load_trained_model
 from tf_nmt.training.trainer import train
+from tf_nmt.utils import machine
 
 PRESETS = {"transformer": "quickstart", "gnmt": "gnmt-small"}
 TINY = {"transformer": ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64"],
@@ -295,7 +294,7 @@ def main(argv: Optional[Sequence[str]] = None,
     start = time.perf_counter()
     results: Dict[str, Any] = {"command": " ".join(sys.argv), "tiny": args.tiny, "models": {},
                                "settings": {k: v for k, v in vars(args).items() if k != "overwrite"},
-                               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
+                               "machine": machine.describe()}
     for kind in args.models.split(","):
         results["models"][kind] = Experiment(kind, args).go()
     results["minutes"] = round((time.perf_counter() - start) / 60, 1)

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tf_nmt.studies import common
+from tf_nmt.utils import machine
 
 FP32, BF16, XLA = "train.mixed_precision=false", "train.mixed_precision=true", "train.jit_compile=true"
 VARIANTS: Dict[str, Sequence[str]] = {
@@ -208,9 +208,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     result = {"what": "the training step alone on fixed-shape random batches, variants "
                       "alternating in one process",
               "command": common.command_line("step-speed", argv),
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "loadavg_before": load_before,
-                          "loadavg_after": [round(v, 2) for v in os.getloadavg()]},
+              "machine": machine.describe(load=True, load_before=load_before),
               "settings": {"preset": args.preset, "set": args.set, "vocab_size": vocab,
                            "variants": {n: list(VARIANTS[n]) for n in args.variants},
                            "shapes": [f"{b}x{t}" for b, t in args.shapes],

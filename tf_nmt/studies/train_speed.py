@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tf_nmt.studies import common
-from tf_nmt.utils import allocator
+from tf_nmt.utils import allocator, machine
 
 ONMT_VENV = Path(".venv-onmt")
 TCMALLOC = "<tcmalloc>"  # in a variant's env: the installed tcmalloc library
@@ -317,9 +316,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         summary = summarise(samples)
         result = {"what": "steady-state training speed, variants alternating in one invocation",
                   "command": common.command_line("train-speed", argv),
-                  "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                              "loadavg_before": load_before,
-                              "loadavg_after": [round(v, 2) for v in os.getloadavg()]},
+                  "machine": machine.describe(load=True, load_before=load_before),
                   "settings": {k: v for k, v in vars(args).items()
                                if k not in ("overwrite", "table")},
                   "variant_settings": {n: {"overrides": list(v.overrides), "env": dict(v.env),
