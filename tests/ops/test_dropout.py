@@ -50,6 +50,30 @@ def test_scalar_loop_equals_simd_loop(monkeypatch):
     np.testing.assert_array_equal(simd.view(np.uint32), scalar.view(np.uint32))
 
 
+@pytest.mark.parametrize("n", [15, 16, 17, 8193, 40_011])
+def test_bfloat16_scalar_loop_equals_simd_loop(monkeypatch, n):
+    """The bfloat16 vector loop rounds as Eigen does: ties to even, NaN to a signed quiet NaN,
+    overflow to inf, subnormals kept; a partial last 16 goes to the scalar loop."""
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 120, n))).astype(np.float32)
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 3.3e38, -3.3e38, 1e-40, -1e-40,
+                        1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 0.75], np.float32)
+    x[:special.size] = special[:n]
+    bits = tf.cast(x, tf.bfloat16)
+    # signalling and payload-carrying NaNs, as raw bfloat16 bits
+    raw = tf.bitcast(bits, tf.uint16).numpy()
+    raw[-3:] = [0x7F81, 0xFF81, 0x7FFF][-min(3, n):]
+    bits = tf.bitcast(tf.constant(raw), tf.bfloat16)
+    seed = tf.constant(n * 7919, tf.int64)
+    simd = seeded_dropout(bits, 0.2, seed)
+    monkeypatch.setenv(SCALAR_ENV, "1")
+    scalar = seeded_dropout(bits, 0.2, seed)
+    np.testing.assert_array_equal(tf.bitcast(simd, tf.uint16).numpy(),
+                                  tf.bitcast(scalar, tf.uint16).numpy())
+    kept = np.mean(tf.bitcast(simd, tf.uint16).numpy()[special.size:] != 0)
+    assert n < 1000 or 0.75 < kept < 0.85  # rate 0.2: the mask is not all-drop or all-keep
+
+
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
 def test_16_bit_types_use_the_same_mask(dtype):
     x = np.random.default_rng(1).standard_normal(5000).astype(np.float32)

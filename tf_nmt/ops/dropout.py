@@ -2,8 +2,8 @@
 seed instead of stored (``custom_ops/cc/kernels/dropout_kernels.cc``).
 
 Only the op call and its gradient live here; which dropout the models use is decided in
-:func:`tf_nmt.models.dropout.resolve_dropout_kernel`. The kernel runs on the CPU, float32 with
-AVX-512F/DQ 16 lanes at a time and a scalar loop elsewhere (bfloat16/half, other CPUs, or
+:func:`tf_nmt.models.dropout.resolve_dropout_kernel`. The kernel runs on the CPU, float32 and bfloat16
+with AVX-512F/DQ 16 lanes at a time and a scalar loop elsewhere (half, other CPUs, or
 ``TF_NMT_DROPOUT_SCALAR=1``), with the same mask and values either way.
 """
 from __future__ import annotations

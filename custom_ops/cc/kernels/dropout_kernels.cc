@@ -8,8 +8,9 @@
 //
 // Elements are split over TF's intra-op threads in blocks; the mask depends only on (seed, i), so
 // results do not depend on the split. float on CPUs with AVX-512F/DQ runs 16 lanes at a time
-// (per-function target attribute; the library is built for baseline x86-64); bfloat16/half and
-// other CPUs, or TF_NMT_DROPOUT_SCALAR=1, take a scalar loop with bit-identical results.
+// (per-function target attribute; the library is built for baseline x86-64), and so does bfloat16
+// (widened to float, narrowed back with Eigen's round-to-nearest-even); half and other CPUs, or
+// TF_NMT_DROPOUT_SCALAR=1, take a scalar loop with bit-identical results.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -98,6 +99,50 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64
     z_hi = _mm512_add_epi64(z_hi, step16);
   }
 }
+
+// Eigen's float -> bfloat16 conversion, 16 lanes: round to nearest even on the bits; a NaN becomes
+// the quiet NaN 0x7FC0 with its sign (0xFFC0), as Eigen's float_to_bfloat16_rtne does.
+TF_NMT_DROPOUT_SIMD inline __m256i NarrowToBf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(bits, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+  const __m512i quiet_nan = _mm512_or_si512(_mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
+                                            _mm512_set1_epi32(0x7FC0));
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
+}
+
+// Same results as DropScalar<Eigen::bfloat16>: the mask as in DropSimd, each kept value widened
+// to float (exact), scaled in float and rounded back; the last partial 16 take the scalar loop.
+TF_NMT_DROPOUT_SIMD void DropSimdBf16(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
+                                      int64_t end, uint64_t seed, uint32_t threshold, float scale) {
+  const __m512i lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i step8 = _mm512_set1_epi64(static_cast<int64_t>(8 * kGamma));
+  const __m512i step16 = _mm512_set1_epi64(static_cast<int64_t>(16 * kGamma));
+  const __m512i thr = _mm512_set1_epi64(threshold);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512i z_lo = _mm512_add_epi64(
+      _mm512_set1_epi64(static_cast<int64_t>(seed + static_cast<uint64_t>(begin) * kGamma)),
+      _mm512_mullo_epi64(lanes, _mm512_set1_epi64(static_cast<int64_t>(kGamma))));
+  __m512i z_hi = _mm512_add_epi64(z_lo, step8);
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(x);
+  uint16_t* dst = reinterpret_cast<uint16_t*>(y);
+  int64_t i = begin;
+  for (; end - i >= 16; i += 16) {
+    const __mmask8 k_lo = _mm512_cmpge_epu64_mask(Mix(z_lo), thr);
+    const __mmask8 k_hi = _mm512_cmpge_epu64_mask(Mix(z_hi), thr);
+    const __mmask16 keep = static_cast<__mmask16>(k_lo | (static_cast<unsigned>(k_hi) << 8));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        NarrowToBf16(_mm512_maskz_mul_ps(keep, v, vscale)));
+    z_lo = _mm512_add_epi64(z_lo, step16);
+    z_hi = _mm512_add_epi64(z_hi, step16);
+  }
+  DropScalar(x, y, i, end, seed, threshold, scale);
+}
 #endif
 
 // AVX-512F and DQ present and not refused by $TF_NMT_DROPOUT_SCALAR (read per call: tests set it).
@@ -126,6 +171,17 @@ void DropRange<float>(const float* x, float* y, int64_t begin, int64_t end, uint
                       uint32_t threshold, float scale, bool simd) {
   if (simd) {
     DropSimd(x, y, begin, end, seed, threshold, scale);
+  } else {
+    DropScalar(x, y, begin, end, seed, threshold, scale);
+  }
+}
+
+template <>
+void DropRange<Eigen::bfloat16>(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
+                                int64_t end, uint64_t seed, uint32_t threshold, float scale,
+                                bool simd) {
+  if (simd) {
+    DropSimdBf16(x, y, begin, end, seed, threshold, scale);
   } else {
     DropScalar(x, y, begin, end, seed, threshold, scale);
   }
