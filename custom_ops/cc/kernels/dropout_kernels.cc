@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
@@ -70,23 +71,38 @@ TF_NMT_DROPOUT_SIMD inline __m512i Mix(__m512i z) {
   return _mm512_srli_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 31)), 32);
 }
 
-// Same results as DropScalar<float>: 16 counters per iteration as two 8-lane vectors.
-TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64_t end,
-                                  uint64_t seed, uint32_t threshold, float scale) {
-  const __m512i lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
-  const __m512i step8 = _mm512_set1_epi64(static_cast<int64_t>(8 * kGamma));
-  const __m512i step16 = _mm512_set1_epi64(static_cast<int64_t>(16 * kGamma));
-  const __m512i thr = _mm512_set1_epi64(threshold);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  // z for counters begin + 1 .. begin + 8: seed + (begin + lane) * gamma, lane = 1..8.
-  __m512i z_lo = _mm512_add_epi64(
-      _mm512_set1_epi64(static_cast<int64_t>(seed + static_cast<uint64_t>(begin) * kGamma)),
-      _mm512_mullo_epi64(lanes, _mm512_set1_epi64(static_cast<int64_t>(kGamma))));
-  __m512i z_hi = _mm512_add_epi64(z_lo, step8);
-  for (int64_t i = begin; i < end; i += 16) {
+// The keep masks of counters begin + 1, begin + 2, ... 16 at a time, as two 8-lane vectors of
+// z = seed + counter * gamma; the same decisions as Hash(seed, i) >= threshold.
+struct KeepMasks {
+  __m512i z_lo, z_hi, thr, step16;
+
+  TF_NMT_DROPOUT_SIMD KeepMasks(uint64_t seed, int64_t begin, uint32_t threshold) {
+    const __m512i lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
+    z_lo = _mm512_add_epi64(
+        _mm512_set1_epi64(static_cast<int64_t>(seed + static_cast<uint64_t>(begin) * kGamma)),
+        _mm512_mullo_epi64(lanes, _mm512_set1_epi64(static_cast<int64_t>(kGamma))));
+    z_hi = _mm512_add_epi64(z_lo, _mm512_set1_epi64(static_cast<int64_t>(8 * kGamma)));
+    thr = _mm512_set1_epi64(threshold);
+    step16 = _mm512_set1_epi64(static_cast<int64_t>(16 * kGamma));
+  }
+
+  // The mask of the next 16 elements (bit j: keep element j), then advance by 16.
+  TF_NMT_DROPOUT_SIMD __mmask16 Next() {
     const __mmask8 k_lo = _mm512_cmpge_epu64_mask(Mix(z_lo), thr);
     const __mmask8 k_hi = _mm512_cmpge_epu64_mask(Mix(z_hi), thr);
-    const __mmask16 keep = static_cast<__mmask16>(k_lo | (static_cast<unsigned>(k_hi) << 8));
+    z_lo = _mm512_add_epi64(z_lo, step16);
+    z_hi = _mm512_add_epi64(z_hi, step16);
+    return static_cast<__mmask16>(k_lo | (static_cast<unsigned>(k_hi) << 8));
+  }
+};
+
+// Same results as DropScalar<float>.
+TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64_t end,
+                                  uint64_t seed, uint32_t threshold, float scale) {
+  KeepMasks masks(seed, begin, threshold);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t i = begin; i < end; i += 16) {
+    const __mmask16 keep = masks.Next();
     const int64_t left = end - i;
     if (left >= 16) {
       _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), vscale));
@@ -95,8 +111,6 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64
       const __m512 v = _mm512_maskz_loadu_ps(valid, x + i);
       _mm512_mask_storeu_ps(y + i, valid, _mm512_maskz_mul_ps(keep, v, vscale));
     }
-    z_lo = _mm512_add_epi64(z_lo, step16);
-    z_hi = _mm512_add_epi64(z_hi, step16);
   }
 }
 
@@ -114,32 +128,21 @@ TF_NMT_DROPOUT_SIMD inline __m256i NarrowToBf16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
 }
 
-// Same results as DropScalar<Eigen::bfloat16>: the mask as in DropSimd, each kept value widened
+// Same results as DropScalar<Eigen::bfloat16>: the mask as for float, each kept value widened
 // to float (exact), scaled in float and rounded back; the last partial 16 take the scalar loop.
-TF_NMT_DROPOUT_SIMD void DropSimdBf16(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
-                                      int64_t end, uint64_t seed, uint32_t threshold, float scale) {
-  const __m512i lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
-  const __m512i step8 = _mm512_set1_epi64(static_cast<int64_t>(8 * kGamma));
-  const __m512i step16 = _mm512_set1_epi64(static_cast<int64_t>(16 * kGamma));
-  const __m512i thr = _mm512_set1_epi64(threshold);
+TF_NMT_DROPOUT_SIMD void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
+                                  int64_t end, uint64_t seed, uint32_t threshold, float scale) {
+  KeepMasks masks(seed, begin, threshold);
   const __m512 vscale = _mm512_set1_ps(scale);
-  __m512i z_lo = _mm512_add_epi64(
-      _mm512_set1_epi64(static_cast<int64_t>(seed + static_cast<uint64_t>(begin) * kGamma)),
-      _mm512_mullo_epi64(lanes, _mm512_set1_epi64(static_cast<int64_t>(kGamma))));
-  __m512i z_hi = _mm512_add_epi64(z_lo, step8);
   const uint16_t* src = reinterpret_cast<const uint16_t*>(x);
   uint16_t* dst = reinterpret_cast<uint16_t*>(y);
   int64_t i = begin;
   for (; end - i >= 16; i += 16) {
-    const __mmask8 k_lo = _mm512_cmpge_epu64_mask(Mix(z_lo), thr);
-    const __mmask8 k_hi = _mm512_cmpge_epu64_mask(Mix(z_hi), thr);
-    const __mmask16 keep = static_cast<__mmask16>(k_lo | (static_cast<unsigned>(k_hi) << 8));
+    const __mmask16 keep = masks.Next();
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                         NarrowToBf16(_mm512_maskz_mul_ps(keep, v, vscale)));
-    z_lo = _mm512_add_epi64(z_lo, step16);
-    z_hi = _mm512_add_epi64(z_hi, step16);
   }
   DropScalar(x, y, i, end, seed, threshold, scale);
 }
@@ -159,34 +162,20 @@ bool UseSimd() {
 #endif
 }
 
+// The vector loop where there is one (float, bfloat16) and the CPU allows it, else the scalar one.
 template <typename T>
 void DropRange(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, uint32_t threshold,
-               float scale, bool /*simd*/) {
+               float scale, bool simd) {
+#if TF_NMT_DROPOUT_X86
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Eigen::bfloat16>) {
+    if (simd) {
+      DropSimd(x, y, begin, end, seed, threshold, scale);
+      return;
+    }
+  }
+#endif
   DropScalar(x, y, begin, end, seed, threshold, scale);
 }
-
-#if TF_NMT_DROPOUT_X86
-template <>
-void DropRange<float>(const float* x, float* y, int64_t begin, int64_t end, uint64_t seed,
-                      uint32_t threshold, float scale, bool simd) {
-  if (simd) {
-    DropSimd(x, y, begin, end, seed, threshold, scale);
-  } else {
-    DropScalar(x, y, begin, end, seed, threshold, scale);
-  }
-}
-
-template <>
-void DropRange<Eigen::bfloat16>(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
-                                int64_t end, uint64_t seed, uint32_t threshold, float scale,
-                                bool simd) {
-  if (simd) {
-    DropSimdBf16(x, y, begin, end, seed, threshold, scale);
-  } else {
-    DropScalar(x, y, begin, end, seed, threshold, scale);
-  }
-}
-#endif
 
 }  // namespace
 
