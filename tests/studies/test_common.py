@@ -71,3 +71,23 @@ def test_command_line_of_a_study():
     assert common.command_line("compression", ["--modes", "graddrop", "--set", "a.b=c d"]) == \
         "tf-nmt study compression --modes graddrop --set 'a.b=c d'"
     assert common.command_line("chaos", []) == "tf-nmt study chaos"
+
+
+def test_prepare_data_learns_a_missing_vocabulary_and_builds_only_a_missing_corpus(
+        monkeypatch, tmp_path):
+    from tests.helpers import write_toy_data_dir
+    from tf_nmt.data import corpus
+    from tf_nmt.data.vocabulary import vocab_path
+
+    built = []
+    monkeypatch.setattr(corpus, "prepare_corpus", lambda data_dir: built.append(data_dir))
+    data = write_toy_data_dir(tmp_path / "toy")
+    common.prepare_data(data, 320)  # a corpus is there: used as it is, only the vocabulary learned
+    assert built == [] and vocab_path(data, 320).is_file()
+    first = vocab_path(data, 320).read_bytes()
+    common.prepare_data(data, 320)  # both there: nothing is redone
+    assert vocab_path(data, 320).read_bytes() == first
+    empty = tmp_path / "empty"
+    with pytest.raises(FileNotFoundError, match="no train split"):  # the fake built nothing
+        common.prepare_data(empty, 320)
+    assert built == [empty]

@@ -34,6 +34,22 @@ def study_config(preset_name: str, overrides: Sequence[str], batch_tokens: int) 
     return cfg
 
 
+def prepare_data(data_dir: Path, vocab_size: int) -> None:
+    """Build the default corpus when ``data_dir`` has no train split, and learn its
+    ``vocab_size``-piece vocabulary when missing, in this process.
+
+    The ranks of a ``horovodrun`` launch refuse to learn a vocabulary each (they would race on
+    the file), so a study prepares the data before it launches them, as ``prepare-data`` does.
+    A corpus already there (the default one or a user's own) is used as it is."""
+    from tf_nmt.data.corpus import prepare_corpus  # noqa: PLC0415 - only studies that launch ranks
+    from tf_nmt.data.vocabulary import corpus_dir, ensure_vocab  # noqa: PLC0415
+
+    base = corpus_dir(Path(data_dir))
+    if not all((base / f"train.{side}").is_file() for side in ("en", "de")):
+        prepare_corpus(Path(data_dir))
+    ensure_vocab(Path(data_dir), int(vocab_size))
+
+
 def rank_batches(cfg: Config, rank: int, size: int, steps: int, pairs_per_rank: int
                  ) -> Tuple[SubwordTokenizer, List[Any]]:
     """``steps`` real training batches of rank ``rank``: a seeded sample of the train split, the

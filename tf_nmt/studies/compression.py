@@ -298,6 +298,8 @@ def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) ->
                              f"pass --overwrite to retrain it or --resume to continue it")
         else:
             shutil.rmtree(run_dir)
+    common.prepare_data(args.data_dir, load_config(None, overrides, base=preset(PRESETS[model]))
+                        .data.vocab_size)
     cli = ["train", "--run-dir", str(run_dir), "--preset", PRESETS[model],
            "--data-dir", str(args.data_dir), *common.set_args(overrides)]
     ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
