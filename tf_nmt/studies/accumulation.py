@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
+from tf_nmt.data.sample import sample_batches
 from tf_nmt.distributed import accounting, launcher
 from tf_nmt.distributed.exchange import exchange_gradients, step_totals
 from tf_nmt.distributed.timeline import bytes_by_kind, read_timeline
@@ -48,8 +49,8 @@ def worker(args: argparse.Namespace) -> None:
     ctx = distributed.init(enabled=True)
     hvd = ctx.hvd
     cfg = common.study_config(args.preset, args.set, args.batch_tokens)
-    tokenizer, batches = common.rank_batches(cfg, ctx.rank, ctx.size, args.steps,
-                                             args.pairs_per_rank)
+    tokenizer, batches = sample_batches(cfg.data, args.steps, args.pairs_per_rank,
+                                        ctx.rank, ctx.size)
     loss_fn = LabelSmoothedCrossEntropy(cfg.train.label_smoothing, kernel=cfg.train.loss_kernel)
     models, steps_fn, opts = {}, {}, {}
     for variant, tie in VARIANTS.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shlex
 import subprocess
 import sys
@@ -15,9 +14,6 @@ import numpy as np
 
 from tf_nmt.config import Config, load_config, preset
 from tf_nmt.distributed.launcher import CONTROLLERS
-from tf_nmt.data.pipeline import encode_corpus, make_dataset
-from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import load_split, vocab_path
 from tf_nmt.utils.io import write_json_atomic
 
 
@@ -48,31 +44,6 @@ def prepare_data(data_dir: Path, vocab_size: int) -> None:
     if not all((base / f"train.{side}").is_file() for side in ("en", "de")):
         prepare_corpus(Path(data_dir))
     ensure_vocab(Path(data_dir), int(vocab_size))
-
-
-def rank_batches(cfg: Config, rank: int, size: int, steps: int, pairs_per_rank: int
-                 ) -> Tuple[SubwordTokenizer, List[Any]]:
-    """``steps`` real training batches of rank ``rank``: a seeded sample of the train split, the
-    rank's shard of it, tokenised and batched by ``make_dataset`` (token budget, buckets).
-
-    Returns (tokenizer, [(features, labels), ...]). Encoding only a sample keeps the start-up of
-    oversubscribed ranks short; the batches are built exactly as in training.
-    """
-    data_dir = Path(cfg.data.data_dir)
-    vocab = vocab_path(data_dir, cfg.data.vocab_size)
-    if not vocab.is_file():
-        raise FileNotFoundError(f"no vocabulary {vocab}: run `tf-nmt prepare-data --data-dir "
-                                f"{data_dir}` first")
-    tokenizer = SubwordTokenizer.load(vocab)
-    pairs = load_split(data_dir, "train")
-    order = list(range(len(pairs)))
-    random.Random(cfg.data.shuffle_seed).shuffle(order)
-    sample = [pairs[i] for i in order[:pairs_per_rank * size]][rank::size]
-    corpus = encode_corpus(sample, tokenizer)
-    ds = make_dataset(corpus, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
-                      repeat=True, seed=cfg.data.shuffle_seed + rank,
-                      bucket_width=cfg.data.length_bucket_width)
-    return tokenizer, list(ds.take(steps))
 
 
 def batch_tokens(features: Mapping[str, Any], labels: Any) -> Dict[str, int]:

@@ -35,6 +35,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
+from tf_nmt.data.sample import sample_batches
 from tf_nmt.distributed import launcher
 from tf_nmt.distributed.timeline import DATA_OPS, busy_us, read_timeline
 from tf_nmt.studies import common
@@ -70,7 +71,7 @@ def worker(args: argparse.Namespace) -> None:
     ctx = distributed.init(enabled=True)
     cfg = common.study_config(args.preset, args.set, args.batch_tokens)
     total = args.warmup + args.steps
-    tokenizer, batches = common.rank_batches(cfg, ctx.rank, ctx.size, total, args.pairs_per_rank)
+    tokenizer, batches = sample_batches(cfg.data, total, args.pairs_per_rank, ctx.rank, ctx.size)
     tokens = [common.batch_tokens(x, y)["target_tokens"] for x, y in batches]
     timeline = Path(args.worker_out) / "timeline.json"
     full, local = with_and_without_exchange(cfg, tokenizer.vocab_size, ctx, seed=cfg.train.seed)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from tf_nmt.data.sample import sample_batches
 from tf_nmt.studies import common
 from tf_nmt.utils import allocator, machine
 
@@ -207,7 +208,7 @@ def padding(data_dir: str, preset_name: str, overrides: Sequence[str], batch_tok
             batches: int) -> Dict[str, float]:
     """Real tokens per padded position in ``batches`` training batches of our buckets."""
     cfg = common.study_config(preset_name, [f"data.data_dir={data_dir}", *overrides], batch_tokens)
-    _, sample = common.rank_batches(cfg, 0, 1, batches, pairs_per_rank=20000)
+    _, sample = sample_batches(cfg.data, batches, pairs_per_rank=20000)
     counts = [common.batch_tokens(f, l) for f, l in sample]
     total = {k: sum(c[k] for c in counts) for k in counts[0]}
     return {"batches": len(counts),

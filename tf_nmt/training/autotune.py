@@ -15,14 +15,11 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict
 
 from tf_nmt.compat import tf
 from tf_nmt.config import Config, load_config
-from tf_nmt.data.pipeline import encode_corpus, make_dataset
-from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import load_split, vocab_path
+from tf_nmt.data.sample import sample_batches
 from tf_nmt.training.trainer import build_and_compile
 
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -42,18 +39,6 @@ class PrecisionChoice:
                 "rounds": self.rounds, "probe_seconds": round(self.probe_seconds, 1)}
 
 
-def probe_batches(cfg: Config, count: int, pairs: int = 4000) -> Tuple[int, List[Any]]:
-    """(vocabulary size, ``count`` training batches built as the trainer builds them from the
-    first ``pairs`` training pairs, shuffled with the run's seed)."""
-    data_dir = Path(cfg.data.data_dir)
-    tokenizer = SubwordTokenizer.load(vocab_path(data_dir, cfg.data.vocab_size))
-    corpus = encode_corpus(load_split(data_dir, "train")[:pairs], tokenizer)
-    ds = make_dataset(corpus, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
-                      repeat=True, seed=cfg.data.shuffle_seed,
-                      bucket_width=cfg.data.length_bucket_width)
-    return tokenizer.vocab_size, list(ds.take(count))
-
-
 def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
                       log: Callable[[str], None] = print) -> PrecisionChoice:
     """Time training steps of ``cfg``'s model in float32 and in mixed bfloat16 on the same
@@ -67,7 +52,8 @@ def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
     if batches < 1 or rounds < 1:
         raise ValueError("batches and rounds must be >= 1")
     start = time.perf_counter()
-    vocab_size, data = probe_batches(cfg, batches)
+    tokenizer, data = sample_batches(cfg.data, batches, pairs_per_rank=4000)
+    vocab_size = tokenizer.vocab_size
     steps: Dict[str, Callable] = {}
     for name, mixed in zip(PRECISIONS, (False, True)):
         probe_cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
