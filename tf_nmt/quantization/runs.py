@@ -13,17 +13,16 @@ from tf_nmt.quantization.packed_file import PackedFileError, PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import (assign_entries, model_weights, quantize_weights,
                                           size_report)
-from tf_nmt.training.run import RunDir, build_initialised_model, load_trained_model, resolve_checkpoint
+from tf_nmt.training.run import RunDir, build_initialised_model, load_trained_checkpoint
 
 
 def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] = None
                  ) -> Tuple[PackedModel, Dict[str, Any]]:
     """Quantise a trained run's checkpoint: (packed model, size/error report)."""
     run = RunDir(Path(run_dir))
-    model, _, cfg = load_trained_model(run.root, checkpoint)
+    model, _, cfg, source = load_trained_checkpoint(run.root, checkpoint)
     names, arrays = model_weights(model)
     entries = quantize_weights(names, arrays, policy)
-    source = resolve_checkpoint(run, checkpoint)
     packed = PackedModel(policy, entries, cfg.to_dict(), run.vocab_path.read_bytes(),
                          info={"source_checkpoint": str(source)})
     return packed, size_report(entries, policy, arrays)

@@ -153,6 +153,15 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
     """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
     :func:`resolve_checkpoint`); the model quantises its matmul inputs as the run was trained to
     (``train.quantize_activations_*``)."""
+    model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint)
+    return model, tokenizer, cfg
+
+
+def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None
+                            ) -> Tuple[keras.Model, SubwordTokenizer, Config, str]:
+    """As :func:`load_trained_model`, plus the checkpoint prefix it restored. The prefix is
+    resolved once, so a caller that records it names what was loaded even while a training
+    run goes on writing newer checkpoints."""
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
@@ -169,4 +178,4 @@ def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
     except (tf.errors.OpError, IndexError, AssertionError) as err:  # truncated, corrupt, foreign
         raise RunDirError(f"cannot restore checkpoint {prefix} into the {cfg.model.kind} model of "
                           f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
-    return model, tokenizer, cfg
+    return model, tokenizer, cfg, prefix
