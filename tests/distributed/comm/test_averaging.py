@@ -27,11 +27,26 @@ def test_block_update_matches_numpy(momentum, lr, nesterov):
         local = var.numpy() + rng.normal(size=5).astype(np.float32)  # a block of local steps
         var.assign(local)
         bmuf.sync()
-        delta = momentum * delta + lr * (local - w)  # mean over one rank = local
+        start = w + momentum * delta if nesterov else w  # where the ranks began this block
+        delta = momentum * delta + lr * (local - start)  # mean over one rank = local
         w = w + delta
         expect = w + momentum * delta if nesterov else w
         np.testing.assert_allclose(var.numpy(), expect, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(bmuf.state.global_params[0].numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_block_momentum_filters_steady_progress_to_its_one_over_one_minus_m_gain(nesterov):
+    """Chen & Huo's block momentum m turns a steady progress p per block into steps of
+    η p / (1 − m): bounded. (Measuring the progress from W instead of the block's Nesterov start
+    filtered with 2m: for m = 0.5 every block's progress was summed for ever.)"""
+    var = tf.Variable([0.0, 0.0])
+    bmuf = BlockUpdate([var], SINGLE, 0.5, 1.0, nesterov)
+    p = np.array([1.0, -0.5])
+    for _ in range(40):
+        var.assign(var.numpy() + p)  # every block makes the same local progress
+        bmuf.sync()
+    np.testing.assert_allclose(bmuf.state.delta[0].numpy(), p / (1 - 0.5), rtol=1e-4)
 
 
 def test_block_update_without_momentum_and_unit_lr_is_averaging():

@@ -37,8 +37,14 @@ class ModelAverage:
 
 
 class BlockUpdate(ModelAverage):
-    """BMUF (Chen & Huo 2016): W ← W + Δ, Δ ← m Δ + η (mean − W); ranks restart from W (+ m Δ
-    with Nesterov). With m = 0 and η = 1 it is exactly :class:`ModelAverage`.
+    """BMUF (Chen & Huo 2016): G = mean − S, Δ ← m Δ + η G, W ← W + Δ, and the ranks start the
+    next block from S = W + m Δ with Nesterov (S = W without). With m = 0 and η = 1 it is exactly
+    :class:`ModelAverage`.
+
+    G is the block's progress from where the ranks *started* it (S, the Nesterov look-ahead
+    point), not from W: measured from W it would count m Δ again, so Δ would be filtered with
+    (1 + η) m instead of m, which with the usual m = 1 − 1/N and η = 1 is no decay at all for
+    N = 2 (Δ then sums every block's progress and training diverges; issue 14's grid showed it).
 
     ``W`` (the global model at the start of the block) and ``Δ`` live in the variables of
     :attr:`state` (a ``tf.Module`` to put in the checkpoint: a resume needs both). They start as
@@ -65,7 +71,8 @@ class BlockUpdate(ModelAverage):
         means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
         for var, mean, w, delta in zip(self.variables, means, self.state.global_params,
                                        self.state.delta):
-            new_delta = self.momentum * delta + self.block_lr * (mean - w)
+            start = w + self.momentum * delta if self.nesterov else w  # where this block began
+            new_delta = self.momentum * delta + self.block_lr * (mean - start)
             new_w = w + new_delta
             delta.assign(new_delta)
             w.assign(new_w)
