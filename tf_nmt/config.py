@@ -105,7 +105,7 @@ class TrainConfig:
     quantize_activations_bits: int = 0
     quantize_activations_scale: float = 1.0
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
-    # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. Transformer only.
+    # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32.
     mixed_precision: bool = False
     # Compile the train step with XLA (Keras jit_compile). One process, stock ops only: Horovod's
     # collectives and this package's custom ops have no XLA kernels. Every new batch shape

@@ -5,12 +5,12 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_async_trainer import TINY
 
 
-def tiny_config(tmp_path, *extra):
+def tiny_config(tmp_path, *extra, base=TINY):
     from tf_nmt.config import load_config
     from tf_nmt.data.vocabulary import ensure_vocab
 
     data = write_toy_data_dir(tmp_path / "data")
-    cfg = load_config(None, TINY + [f"data.data_dir={data}", *extra])
+    cfg = load_config(None, base + [f"data.data_dir={data}", *extra])
     ensure_vocab(data, cfg.data.vocab_size, log=lambda _m: None)
     return cfg
 
@@ -28,12 +28,15 @@ def test_probe_times_both_precisions_and_picks_the_faster(tmp_path):
     assert keras.mixed_precision.global_policy().name == "float32"  # nothing left behind
 
 
-def test_models_without_bfloat16_training_are_not_probed(tmp_path):
+def test_gnmt_is_probed_too(tmp_path):
     from tf_nmt.training.autotune import fastest_precision
 
-    cfg = tiny_config(tmp_path, "model.kind=gnmt")
-    choice = fastest_precision(cfg, log=pytest.fail)
-    assert choice.mixed_precision is False and choice.s_per_step == {}
+    lines = []
+    gnmt = ["model.kind=gnmt", "model.num_layers=1", "model.units=32", "data.vocab_size=320",
+            "data.batch_tokens=256"]
+    cfg = tiny_config(tmp_path, base=gnmt)
+    choice = fastest_precision(cfg, batches=1, rounds=1, log=lines.append)
+    assert set(choice.s_per_step) == {"float32", "mixed_bfloat16"} and len(lines) == 1
 
 
 def test_quickstart_refuses_the_precision_twice(tmp_path):

@@ -107,7 +107,7 @@ class GNMT(Seq2SeqModel):
         memory = encoded["memory"]
         state = {"memory": memory, "keys": self.attention.keys(memory),
                  "source_mask": encoded["source_mask"]}
-        zeros = tf.zeros([tf.shape(memory)[0], self.units])
+        zeros = tf.zeros([tf.shape(memory)[0], self.units], memory.dtype)  # bf16 under a mixed policy
         for i in range(len(self.decoder_layers)):
             state[f"h_{i}"], state[f"c_{i}"] = zeros, zeros
         return state

@@ -35,8 +35,10 @@ class LuongAttention(keras.layers.Layer):
         return tf.matmul(query, keys, transpose_b=True)
 
     def call(self, query: tf.Tensor, keys: tf.Tensor, memory: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-        scores = self.scores(query, keys) + ((1.0 - mask) * NEG_INF)[:, None, :]
-        return tf.matmul(tf.nn.softmax(scores), memory)
+        # Softmax in float32 under a mixed policy: bf16's 8-bit mantissa blurs close scores.
+        scores = tf.cast(self.scores(query, keys), tf.float32)
+        weights = tf.nn.softmax(scores + ((1.0 - tf.cast(mask, tf.float32)) * NEG_INF)[:, None, :])
+        return tf.matmul(tf.cast(weights, memory.dtype), memory)
 
 
 class BahdanauAttention(LuongAttention):

@@ -89,7 +89,8 @@ class Transformer(Seq2SeqModel):
         """Source mask, per-layer cross-attention k/v [B,H,S,depth] and empty self-attention caches."""
         memory = encoded["memory"]
         batch = tf.shape(memory)[0]
-        empty = tf.zeros([batch, self.num_heads, 0, self.d_model // self.num_heads])
+        empty = tf.zeros([batch, self.num_heads, 0, self.d_model // self.num_heads],
+                         memory.dtype)  # bf16 under a mixed policy
         state = {"source_mask": encoded["source_mask"]}
         for i, layer in enumerate(self.decoder_layers):
             state[f"cross_k_{i}"], state[f"cross_v_{i}"] = layer.cross_attention.memory_kv(memory)

@@ -44,11 +44,7 @@ def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
     """Time training steps of ``cfg``'s model in float32 and in mixed bfloat16 on the same
     ``batches`` real batches: one untimed pass each (tracing, kernel set-up), then ``rounds``
     alternating timed passes. Returns the faster (float32 on a tie: it is the more exact).
-
-    Only the Transformer trains in bfloat16 here; any other model gets float32 without a probe.
     """
-    if cfg.model.kind != "transformer":
-        return PrecisionChoice(False)
     if batches < 1 or rounds < 1:
         raise ValueError("batches and rounds must be >= 1")
     start = time.perf_counter()

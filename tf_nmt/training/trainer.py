@@ -91,8 +91,6 @@ def validate_config(cfg: Config) -> None:
     """Every ConfigError a run would hit, raised before any data, file or process is touched."""
     check_model_config(cfg.model.kind, cfg.model.hparams)
     check_data_config(cfg.data)
-    if cfg.train.mixed_precision and cfg.model.kind != "transformer":
-        raise ConfigError("train.mixed_precision is supported for the transformer only")
     schedules.from_config(cfg.train)
     comm.resolve_comm(cfg.train)
     activations.from_train_config(cfg.train)
