@@ -50,21 +50,32 @@ def test_run_study_runs_the_module_main(tmp_path):
         run_study("transfer", ["--output", str(existing), "--work-dir", str(tmp_path / "w")])
 
 
-def test_a_rank_study_runs_its_worker_or_measures_and_writes(tmp_path, capsys):
+def test_a_rank_study_runs_its_worker_or_prepares_the_data_measures_and_writes(
+        tmp_path, capsys, monkeypatch):
     from argparse import Namespace
 
-    calls = []
+    calls, events = [], []
+    monkeypatch.setattr(common, "prepare_data", lambda d, v: events.append(("prepare", str(d), v)))
     figure = tmp_path / "f.png"
-    args = Namespace(worker=False, out=tmp_path / "r.json", overwrite=False)
+    args = Namespace(worker=False, out=tmp_path / "r.json", overwrite=False, preset="quickstart",
+                     set=[f"data.data_dir={tmp_path / 'd'}", "data.vocab_size=320"], batch_tokens=64)
+
+    def measure(a):
+        events.append(("measure",))
+        return {"x": 1}
+
     draw = {figure: lambda result, path: path.write_text(str(result["x"]))}
-    assert common.run_rank_study(args, calls.append, lambda a: {"x": 1}, lambda r: "TABLE", draw) == 0
+    assert common.run_rank_study(args, calls.append, measure, lambda r: "TABLE", draw) == 0
     assert json.loads(args.out.read_text()) == {"x": 1} and figure.read_text() == "1"
     assert "TABLE" in capsys.readouterr().out and calls == []
+    # the ranks cannot learn the vocabulary, so it is there before they are launched
+    assert events == [("prepare", str(tmp_path / "d"), 320), ("measure",)]
     with pytest.raises(SystemExit, match="exists"):
         common.run_rank_study(args, calls.append, lambda a: {"x": 2}, str, draw)
     args.worker = True
     common.run_rank_study(args, calls.append, lambda a: {"x": 3}, str, draw)
     assert calls == [args] and json.loads(args.out.read_text()) == {"x": 1}
+    assert len(events) == 2  # neither the refusal nor a worker prepares anything
 
 
 def test_command_line_of_a_study():
@@ -91,3 +102,20 @@ def test_prepare_data_learns_a_missing_vocabulary_and_builds_only_a_missing_corp
     with pytest.raises(FileNotFoundError, match="no train split"):  # the fake built nothing
         common.prepare_data(empty, 320)
     assert built == [empty]
+
+
+def test_hvd_vs_single_prepares_the_data_before_training(monkeypatch, tmp_path):
+    from tf_nmt.studies import hvd_vs_single
+
+    events = []
+    monkeypatch.setattr(common, "prepare_data", lambda d, v: events.append(("prepare", str(d), v)))
+
+    def stop(cmd, log_path, env):
+        events.append(("train",))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(hvd_vs_single, "run_logged", stop)
+    with pytest.raises(RuntimeError, match="stop here"):
+        hvd_vs_single.main(["--steps", "2", "--set", f"data.data_dir={tmp_path / 'd'}",
+                            "--work-dir", str(tmp_path / "w"), "--out", str(tmp_path / "o.json")])
+    assert events == [("prepare", str(tmp_path / "d"), 8000), ("train",)]

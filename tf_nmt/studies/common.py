@@ -156,12 +156,14 @@ def run_rank_study(args: argparse.Namespace, worker: Callable[[argparse.Namespac
                    table: Callable[[Dict[str, Any]], str],
                    figures: Mapping[Path, Callable[[Dict[str, Any], Path], None]]) -> int:
     """The main of a study with :func:`add_rank_study_args`: one rank's ``worker`` under
-    ``--worker``; otherwise refuse existing outputs, ``measure``, print the ``table``, write
-    ``--out`` and draw each figure to its path."""
+    ``--worker``; otherwise refuse existing outputs, prepare the data (:func:`prepare_data`),
+    ``measure``, print the ``table``, write ``--out`` and draw each figure to its path."""
     if args.worker:
         worker(args)
         return 0
     refuse_existing([args.out, *figures], args.overwrite)
+    data = study_config(args.preset, args.set, args.batch_tokens).data
+    prepare_data(data.data_dir, data.vocab_size)
     result = measure(args)
     print("\n" + table(result))
     write_result(args.out, result, overwrite=args.overwrite)

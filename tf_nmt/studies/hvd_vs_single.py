@@ -88,6 +88,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise SystemExit("--np must be >= 2 (the comparison is N ranks against one process)")
     common.refuse_existing([args.out], args.overwrite)
     runs = run_settings(args)
+    data = common.study_config(args.preset, args.set, args.batch_tokens).data
+    common.prepare_data(data.data_dir, data.vocab_size)  # the ranks cannot learn the vocabulary
     args.work_dir.mkdir(parents=True, exist_ok=True)
     result = {"preset": args.preset, "steps": args.steps, "np": args.np,
               "effective_batch_tokens": args.np * args.batch_tokens, "split": args.split,
