@@ -64,3 +64,73 @@ def test_tables_show_every_section():
 def test_tiny_needs_the_toy_corpus(tmp_path):
     with pytest.raises(SystemExit, match="toy corpus"):
         exp.main(["--tiny", "--results", str(tmp_path / "q.json"), "--work-dir", str(tmp_path)])
+
+
+def test_baseline_run_options_are_checked():
+    args = exp.parse_args(["--models", "gnmt", "--baseline-run", "gnmt=runs/q"])
+    assert args.baseline_runs == {"gnmt": "runs/q"} and args.baseline_steps == 6000
+    for argv, message in [
+            (["--baseline-run", "gnmt"], "KIND=DIR"),
+            (["--models", "gnmt", "--baseline-run", "transformer=r"], "not in --models"),
+            (["--models", "gnmt", "--baseline-run", "gnmt=a", "--baseline-run", "gnmt=b"], "twice")]:
+        with pytest.raises(SystemExit, match=message):
+            exp.parse_args(argv)
+    # steps of a baseline that is not trained, and nothing trained from scratch: an error
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--models", "gnmt", "--baseline-run", "gnmt=r", "--baseline-steps", "9",
+                        "--retrain-scope", "main"])
+    assert exp.parse_args(["--models", "gnmt", "--baseline-run", "gnmt=r", "--baseline-steps",
+                           "9"]).baseline_steps == 9  # scope all: the from-scratch runs use it
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--update", "--overwrite"])
+
+
+def test_update_keeps_the_other_models_and_gives_each_its_record(tmp_path):
+    import json
+
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps({"command": "old", "machine": {"cpu": "x"}, "minutes": 69,
+                                "models": {"transformer": {"fp32": {"bleu": 7.1}},
+                                           "gnmt": {"fp32": {"bleu": 1.0}}}}))
+    kept = exp.kept_results(path, True, ["gnmt"])
+    assert kept == {"models": {"transformer": {"fp32": {"bleu": 7.1}, "command": "old",
+                                               "machine": {"cpu": "x"}, "minutes": 69}}}
+    assert exp.kept_results(path, False, ["gnmt"]) == {"models": {}}
+    with pytest.raises(SystemExit, match="does not exist"):
+        exp.kept_results(tmp_path / "none.json", True, ["gnmt"])
+
+
+@pytest.mark.slow
+def test_a_trained_run_as_baseline_and_update_end_to_end(tmp_path):
+    """--tiny GNMT with a trained run as its baseline (--baseline-run): nothing is trained for
+    the baseline, the fine-tunes start from it, and --update adds the entry to a results file
+    and keeps the other model's. A baseline of another shape is refused before any training."""
+    import json
+
+    from tests.helpers import write_toy_data_dir
+
+    results = tmp_path / "q.json"
+    common = ["--tiny", "--models", "gnmt", "--retrain-scope", "main", "--bits", "4",
+              "--results", str(results)]
+    args = exp.parse_args(common + ["--work-dir", str(tmp_path / "w1")])
+    args.data_dir, args.cycle = str(write_toy_data_dir(tmp_path / "toy")), 10
+    baseline = exp.Experiment("gnmt", args).run("fp32", 30)
+    other = {"fp32": {"bleu": 7.0}, "thesis_delta_bleu_4bit_retrained": -0.19, "scaling": [],
+             "bit_sweep": [], "fixed_vs_log": [], "start_x_feedback": []}
+    results.write_text(json.dumps({"models": {"transformer": other}, "command": "older"}))
+    with pytest.raises(SystemExit, match="the study's model is gnmt"):
+        exp.main(common + ["--work-dir", str(tmp_path / "w0"), "--update", "--set",
+                           "model.units=48", "--baseline-run", f"gnmt={baseline}"],
+                 toy_data=write_toy_data_dir)
+    assert not (tmp_path / "w0" / "gnmt").exists()
+    assert exp.main(common + ["--work-dir", str(tmp_path / "w2"), "--update",
+                              "--baseline-run", f"gnmt={baseline}"], toy_data=write_toy_data_dir) == 0
+    models = json.loads(results.read_text())["models"]
+    assert models["transformer"] == {**other, "command": "older"}
+    gnmt = models["gnmt"]
+    assert gnmt["baseline_run"] == str(baseline) and gnmt["settings"]["baseline_runs"]
+    assert "fp32_finetuned" in gnmt and gnmt["start_x_feedback"]
+    assert not (tmp_path / "w2" / "gnmt" / "fp32").exists()  # no baseline trained
+    for run in ("fp32-finetune", "q4-log-optimised-fb"):
+        init = json.loads((tmp_path / "w2" / "gnmt" / run / "init_from.json").read_text())
+        assert str(baseline) in json.dumps(init), run

@@ -1,6 +1,7 @@
 """The model-compression experiment: log-quantised Transformer and GNMT on our corpus.
 
-For each model kind it trains (or reuses) a float32 baseline, then measures on the test split:
+For each model kind it trains (or reuses) a float32 baseline, or takes a trained run as it
+(``--baseline-run KIND=DIR``, e.g. the quickstart's), then measures on the test split:
 
 * scaling: unscaled / max / optimised scale x biases fp32 or quantised x without / with re-training
   (4-bit log);
@@ -8,6 +9,8 @@ For each model kind it trains (or reuses) a float32 baseline, then measures on t
   without and with re-training;
 * fixed-point vs log at 4 bits, without and with re-training;
 * fine-tune (from the baseline) vs from scratch, error feedback on / off (4-bit log);
+* the fair reference: the float32 baseline fine-tuned as long as the re-trained models (it has
+  seen as many more batches);
 * the deployable artefact: the 4-bit packed SavedModel of the fine-tuned model with error
   feedback, its size against the float32 export, and a fresh-process serving check.
 
@@ -16,7 +19,9 @@ Every BLEU of a quantised model is the BLEU of the packed model
 weights are quantised once more with the same policy; how many weights this moves, and by how
 much relative to the tensor's largest value, is reported (~0, up to a last-bit change of a
 re-fitted scale). Sub-runs live under ``--work-dir`` and are reused when the study is run again.
-Results go to ``--results`` (JSON, written atomically) and a table is printed.
+Results go to ``--results`` (JSON, written atomically) and a table is printed. ``--update``
+adds or replaces the listed models' entries in an existing results file and keeps the others;
+each entry records its own command, settings and machine.
 
     # the full experiment (hours on 2 CPU cores)
     tf-nmt study quantization --data-dir data_cache
@@ -29,6 +34,7 @@ checkout.)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -52,6 +58,7 @@ from tf_nmt.studies import common
 from tf_nmt.training.run import load_trained_model
 from tf_nmt.training.trainer import train
 from tf_nmt.utils import machine
+from tf_nmt.utils.io import write_json_atomic
 
 PRESETS = {"transformer": "quickstart", "gnmt": "gnmt-small"}
 TINY = {"transformer": ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64"],
@@ -60,6 +67,22 @@ TINY_COMMON = ["data.vocab_size=320", "data.batch_tokens=256", "train.peak_lr=0.
                "train.warmup_steps=10", "train.log_every=10"]
 THESIS = {"transformer": -0.19, "gnmt": -0.06}  # 4-bit log + re-training, delta BLEU
 DEPLOYED = QuantPolicy(bits=4)  # 4-bit log, optimised scale, float32 biases
+
+
+def check_baseline_run(run_dir: Path, cfg: Config) -> None:
+    """SystemExit unless ``run_dir`` is a trained run of ``cfg``'s model (kind and shape), so
+    that the quantised and fine-tuned models are the model the study says they are."""
+    from tf_nmt.training.run import RunDir  # noqa: PLC0415
+
+    run = RunDir(run_dir)
+    if not run.config_path.is_file() or run.latest_checkpoint() is None:
+        raise SystemExit(f"--baseline-run {run_dir}: not a trained tf-nmt run (no config.yaml or "
+                         f"no checkpoint)")
+    trained = load_config(run.config_path).model
+    if (trained.kind, dict(trained.hparams)) != (cfg.model.kind, dict(cfg.model.hparams)):
+        raise SystemExit(f"--baseline-run {run_dir}: it trained {trained.kind} "
+                         f"{dict(trained.hparams)}, the study's model is {cfg.model.kind} "
+                         f"{dict(cfg.model.hparams)} (give the same --set)")
 
 
 def retrains(args: argparse.Namespace, policy: QuantPolicy, scratch: bool = False) -> bool:
@@ -97,6 +120,10 @@ class Experiment:
         self.work = Path(args.work_dir) / kind
         overrides = [f"data.data_dir={args.data_dir}"] + (TINY_COMMON + TINY[kind] if args.tiny else [])
         self.base_cfg = load_config(None, overrides + list(args.set), base=preset(PRESETS[kind]))
+        given = args.baseline_runs.get(kind)
+        self.baseline = Path(given) if given else self.work / "fp32"
+        if given:
+            check_baseline_run(self.baseline, self.base_cfg)
         pairs = load_split(Path(args.data_dir), "test")
         self.pairs = pairs[: args.eval_limit] if args.eval_limit else pairs
         self.fp32_bleu: Optional[float] = None
@@ -145,8 +172,12 @@ class Experiment:
         extra = retrain_overrides(policy, feedback)
         if scratch:
             return self.run(name, self.args.baseline_steps, *extra)
+        return self.finetune(name, *extra)
+
+    def finetune(self, name: str, *extra: str) -> Path:
+        """``--retrain-steps`` from the float32 baseline's weights, with ``--finetune-set``."""
         return self.run(name, self.args.retrain_steps, *extra,
-                        f"train.init_from={self.work / 'fp32'}", *self.args.finetune_set)
+                        f"train.init_from={self.baseline}", *self.args.finetune_set)
 
     def cells(self, baseline: Path, policies: Sequence[Tuple[Dict[str, Any], QuantPolicy, str]],
               retrain: bool = True) -> List[Dict[str, Any]]:
@@ -166,10 +197,17 @@ class Experiment:
         a = self.args
         result: Dict[str, Any] = {"preset": PRESETS[self.kind],
                                   "thesis_delta_bleu_4bit_retrained": THESIS[self.kind]}
-        baseline = self.run("fp32", a.baseline_steps)
+        baseline = self.baseline
+        if a.baseline_runs.get(self.kind):
+            result["baseline_run"] = str(baseline)
+            self.log(f"float32 baseline: the trained run {baseline}")
+        else:
+            self.run("fp32", a.baseline_steps)
         result["fp32"] = self.score(baseline, None)
         self.fp32_bleu = result["fp32"]["bleu"]
         self.log(f"fp32 BLEU {self.fp32_bleu}")
+        if a.retrain_steps:  # the fair reference for every re-trained cell
+            result["fp32_finetuned"] = self.score(self.finetune("fp32-finetune"), None)
         result["scaling"] = self.cells(baseline, [
             ({"scale": scale, "biases": "quantised" if biases else "fp32"},
              QuantPolicy(bits=4, scale=scale, quantize_biases=biases),
@@ -225,6 +263,9 @@ def tables(results: Dict[str, Any]) -> str:
     for kind, res in results["models"].items():
         out.append(f"\n## {kind}: fp32 BLEU {res['fp32']['bleu']:.2f} "
                    f"(thesis, 4-bit log re-trained: {res['thesis_delta_bleu_4bit_retrained']:+.2f})")
+        if "fp32_finetuned" in res:
+            out.append(f"float32 fine-tuned as long as the re-trained models: "
+                       f"{_cell(res, 'fp32_finetuned')}")
         out.append("| scale | biases | 4-bit, no re-training | 4-bit, re-trained |\n|---|---|---|---|")
         out += [f"| {row['scale']} | {row['biases']} | {_cell(row, 'no_retrain')} | "
                 f"{_cell(row, 'retrained')} |" for row in res["scaling"]]
@@ -256,7 +297,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--work-dir", default="runs/quantization")
     p.add_argument("--results", default="results/quantization.json")
     p.add_argument("--models", default="transformer,gnmt")
-    p.add_argument("--baseline-steps", type=int, default=6000)
+    p.add_argument("--baseline-steps", type=int, default=None,
+                   help="float32 baseline steps (default 6000); also the from-scratch runs'")
+    p.add_argument("--baseline-run", action="append", default=[], metavar="KIND=DIR",
+                   help="take this trained run as KIND's float32 baseline instead of training one")
     p.add_argument("--retrain-steps", type=int, default=1000, help="fine-tuning steps (0: no re-training)")
     p.add_argument("--cycle", type=int, default=250, help="steps per checkpoint/validation cycle")
     p.add_argument("--bits", default="1,2,3,4,8")
@@ -272,9 +316,37 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true",
                    help="toy corpus + tiny models + few steps: checks the pipeline end to end")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --results file")
+    p.add_argument("--update", action="store_true",
+                   help="add the listed models to an existing --results file, keeping the others")
     args = p.parse_args(argv)
     args.bits = [int(b) for b in args.bits.split(",")]
+    args.baseline_runs = parse_baseline_runs(args.baseline_run, args.models.split(","))
+    if args.update and args.overwrite:
+        p.error("--update keeps the other models of --results, --overwrite replaces the file: "
+                "give one")
+    trains_baseline = set(args.models.split(",")) - set(args.baseline_runs)
+    if args.baseline_steps is not None and not trains_baseline and args.retrain_scope != "all":
+        p.error("--baseline-steps would be ignored: every model has a --baseline-run and "
+                "--retrain-scope main trains nothing from scratch")
+    if args.baseline_steps is None:
+        args.baseline_steps = 6000
     return args
+
+
+def parse_baseline_runs(items: Sequence[str], models: Sequence[str]) -> Dict[str, str]:
+    """``["gnmt=runs/x"]`` -> ``{"gnmt": "runs/x"}``; SystemExit for a model not in ``models``
+    or given twice."""
+    runs: Dict[str, str] = {}
+    for item in items:
+        kind, sep, path = item.partition("=")
+        if not sep or not path:
+            raise SystemExit(f"--baseline-run wants KIND=DIR, got {item!r}")
+        if kind not in models:
+            raise SystemExit(f"--baseline-run {item}: {kind!r} is not in --models {','.join(models)}")
+        if kind in runs:
+            raise SystemExit(f"--baseline-run: {kind} given twice")
+        runs[kind] = path
+    return runs
 
 
 def main(argv: Optional[Sequence[str]] = None,
@@ -286,19 +358,35 @@ def main(argv: Optional[Sequence[str]] = None,
     """
     args = parse_args(argv)
     results_path = Path(args.results)
-    common.refuse_existing([results_path], args.overwrite)
+    results = kept_results(results_path, args.update, args.models.split(","))
+    if not args.update:
+        common.refuse_existing([results_path], args.overwrite)
     if args.tiny:
         args.data_dir = common.toy_data_dir(toy_data, args.work_dir, "scripts/quantization_experiment.py")
         args.baseline_steps, args.retrain_steps, args.cycle = 30, 10, 10
         args.eval_limit = args.eval_limit or 10
-    start = time.perf_counter()
-    results: Dict[str, Any] = {"command": " ".join(sys.argv), "tiny": args.tiny, "models": {},
-                               "settings": {k: v for k, v in vars(args).items() if k != "overwrite"},
-                               "machine": machine.describe()}
+    record = {"command": " ".join(sys.argv), "tiny": args.tiny,
+              "settings": {k: v for k, v in vars(args).items() if k not in ("overwrite", "update")},
+              "machine": machine.describe()}
     for kind in args.models.split(","):
-        results["models"][kind] = Experiment(kind, args).go()
-    results["minutes"] = round((time.perf_counter() - start) / 60, 1)
+        start = time.perf_counter()
+        results["models"][kind] = {**Experiment(kind, args).go(), **record,
+                                   "minutes": round((time.perf_counter() - start) / 60, 1)}
     print(tables(results))
-    common.write_result(results_path, results, overwrite=args.overwrite)
+    write_json_atomic(results_path, results)
     print(f"\nwrote {results_path}")
     return 0
+
+
+def kept_results(path: Path, update: bool, models: Sequence[str]) -> Dict[str, Any]:
+    """The results to add to: with ``update``, the file's entries of models not in ``models``
+    (a file of the older layout, with one command for all its models, gets that record copied
+    into each entry); otherwise none."""
+    if not update:
+        return {"models": {}}
+    if not path.is_file():
+        raise SystemExit(f"--update: {path} does not exist")
+    old = json.loads(path.read_text())
+    shared = {k: old[k] for k in ("command", "tiny", "settings", "machine", "minutes") if k in old}
+    return {"models": {kind: {**shared, **entry} for kind, entry in old.get("models", {}).items()
+                       if kind not in models}}
