@@ -114,7 +114,7 @@ def test_a_trained_run_as_baseline_and_update_end_to_end(tmp_path):
               "--results", str(results)]
     args = exp.parse_args(common + ["--work-dir", str(tmp_path / "w1")])
     args.data_dir, args.cycle = str(write_toy_data_dir(tmp_path / "toy")), 10
-    baseline = exp.Experiment("gnmt", args).run("fp32", 30)
+    baseline = exp.Experiment("gnmt", args).run("fp32", 30)  # a run trained elsewhere
     other = {"fp32": {"bleu": 7.0}, "thesis_delta_bleu_4bit_retrained": -0.19, "scaling": [],
              "bit_sweep": [], "fixed_vs_log": [], "start_x_feedback": []}
     results.write_text(json.dumps({"models": {"transformer": other}, "command": "older"}))

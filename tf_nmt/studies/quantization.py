@@ -115,14 +115,17 @@ def packing_moves(original: Sequence[np.ndarray], packed: Sequence[np.ndarray]) 
 class Experiment:
     """Trains, quantises and scores one model kind; caches sub-runs in ``work/<kind>/``."""
 
-    def __init__(self, kind: str, args: argparse.Namespace) -> None:
+    def __init__(self, kind: str, args: argparse.Namespace,
+                 baseline_run: Optional[str] = None) -> None:
+        """``baseline_run``: a trained run to take as the float32 baseline (else one is trained
+        in ``work/<kind>/fp32``)."""
         self.kind, self.args = kind, args
         self.work = Path(args.work_dir) / kind
         overrides = [f"data.data_dir={args.data_dir}"] + (TINY_COMMON + TINY[kind] if args.tiny else [])
         self.base_cfg = load_config(None, overrides + list(args.set), base=preset(PRESETS[kind]))
-        given = args.baseline_runs.get(kind)
-        self.baseline = Path(given) if given else self.work / "fp32"
-        if given:
+        self.given_baseline = baseline_run is not None
+        self.baseline = Path(baseline_run) if baseline_run else self.work / "fp32"
+        if self.given_baseline:
             check_baseline_run(self.baseline, self.base_cfg)
         pairs = load_split(Path(args.data_dir), "test")
         self.pairs = pairs[: args.eval_limit] if args.eval_limit else pairs
@@ -198,7 +201,7 @@ class Experiment:
         result: Dict[str, Any] = {"preset": PRESETS[self.kind],
                                   "thesis_delta_bleu_4bit_retrained": THESIS[self.kind]}
         baseline = self.baseline
-        if a.baseline_runs.get(self.kind):
+        if self.given_baseline:
             result["baseline_run"] = str(baseline)
             self.log(f"float32 baseline: the trained run {baseline}")
         else:
@@ -370,7 +373,8 @@ def main(argv: Optional[Sequence[str]] = None,
               "machine": machine.describe()}
     for kind in args.models.split(","):
         start = time.perf_counter()
-        results["models"][kind] = {**Experiment(kind, args).go(), **record,
+        experiment = Experiment(kind, args, args.baseline_runs.get(kind))
+        results["models"][kind] = {**experiment.go(), **record,
                                    "minutes": round((time.perf_counter() - start) / 60, 1)}
     print(tables(results))
     write_json_atomic(results_path, results)
