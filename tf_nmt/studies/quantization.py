@@ -55,7 +55,7 @@ from tf_nmt.quantization.runs import model_from_packed, quantize_run
 from tf_nmt.quantization.saved_model import export_packed_saved_model
 from tf_nmt.quickstart import SAMPLE_SENTENCES, serve_in_fresh_process
 from tf_nmt.studies import common
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.training.run import RunDir, load_trained_model
 from tf_nmt.training.trainer import train
 from tf_nmt.utils import machine
 from tf_nmt.utils.io import write_json_atomic
@@ -72,8 +72,6 @@ DEPLOYED = QuantPolicy(bits=4)  # 4-bit log, optimised scale, float32 biases
 def check_baseline_run(run_dir: Path, cfg: Config) -> None:
     """SystemExit unless ``run_dir`` is a trained run of ``cfg``'s model (kind and shape), so
     that the quantised and fine-tuned models are the model the study says they are."""
-    from tf_nmt.training.run import RunDir  # noqa: PLC0415
-
     run = RunDir(run_dir)
     if not run.config_path.is_file() or run.latest_checkpoint() is None:
         raise SystemExit(f"--baseline-run {run_dir}: not a trained tf-nmt run (no config.yaml or "
