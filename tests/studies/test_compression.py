@@ -267,3 +267,76 @@ def test_results_are_written_after_every_run(tmp_path, monkeypatch):
     assert [r["mode"] for r in written["runs"]] == ["sparse_as_dense", "graddrop"]
     assert written["command"].startswith("tf-nmt study compression --models transformer --modes ")
     assert plot.is_file()
+
+
+def _fake_run(model, mode, bleu):
+    stats = {"sent_bytes_per_step": 10.0, "dense_bytes_per_step": 1000, "reduction": 100.0,
+             "mean_density": 0.02, "per_step": [{"step": 1, "sent_bytes": 10}]}
+    return exp.summarise(model, mode, {"wall_seconds": 70.0},
+                         [{"step": 20, "seconds": 60.0, "bleu": bleu}], stats, 1,
+                         [{"step": 20, "loss": 7.0, "tokens_per_s": 100.0}])
+
+
+def test_update_grows_one_file_and_each_run_keeps_its_command(tmp_path, monkeypatch):
+    """A grid spread over invocations: --update keeps the runs it does not measure, --merge folds
+    in another results file, and every run says which command measured it."""
+    results, other, plot = tmp_path / "r.json", tmp_path / "single.json", tmp_path / "p.png"
+    # the older layout: one command at the top for all runs
+    results.write_text(json.dumps({"command": "cmd-grid", "setting": {"np": 2}, "runs": [
+        _fake_run("transformer", "sparse_as_dense", 5.0), _fake_run("transformer", "graddrop", 4.0)]}))
+    other.write_text(json.dumps({"command": "cmd-single", "setting": {"np": 2},
+                                 "runs": [_fake_run("transformer", "single", 6.0)]}))
+    measured = []
+
+    def fake_measure(args, model, mode):
+        measured.append((model, mode))
+        if mode == "bmuf":
+            raise KeyboardInterrupt
+        return _fake_run(model, mode, 3.5)
+
+    monkeypatch.setattr(exp, "measure", fake_measure)
+    with pytest.raises(KeyboardInterrupt):  # stopped in its second run
+        exp.main(["--models", "transformer", "--modes", "graddrop,bmuf", "--update",
+                  "--merge", str(other), "--results", str(results), "--plot", str(plot)])
+    written = json.loads(results.read_text())
+    runs = {(r["model"], r["mode"]): r for r in written["runs"]}
+    assert list(runs) == [("transformer", "sparse_as_dense"), ("transformer", "graddrop"),
+                          ("transformer", "single")]  # re-measured graddrop replaced in place
+    assert runs[("transformer", "sparse_as_dense")]["command"] == "cmd-grid"
+    assert runs[("transformer", "single")]["command"] == "cmd-single"
+    assert runs[("transformer", "graddrop")]["final_bleu"] == 3.5
+    assert runs[("transformer", "graddrop")]["command"].startswith(
+        "tf-nmt study compression --models transformer --modes graddrop,bmuf --update")
+    assert "cpus" in runs[("transformer", "graddrop")]["machine"]
+    assert {(r["mode"], r["bleu_minus_single"]["20"]) for r in written["against_single"]} == {
+        ("sparse_as_dense", -1.0), ("graddrop", -2.5)}
+    # a later invocation adds a model; nothing earlier is lost
+    monkeypatch.setattr(exp, "measure", lambda args, model, mode: _fake_run(model, mode, 2.0))
+    exp.main(["--models", "gnmt", "--modes", "sparse_as_dense", "--update",
+              "--results", str(results), "--plot", str(plot)])
+    written = json.loads(results.read_text())
+    assert [(r["model"], r["mode"]) for r in written["runs"]] == [
+        ("transformer", "sparse_as_dense"), ("transformer", "graddrop"), ("transformer", "single"),
+        ("gnmt", "sparse_as_dense")]
+    commands = [r["command"] for r in written["runs"]]
+    assert commands[0] == "cmd-grid" and commands[2] == "cmd-single"
+    assert "--modes graddrop,bmuf" in commands[1] and "--models gnmt" in commands[3]
+
+
+def test_update_and_merge_are_checked(tmp_path):
+    results, other, plot = tmp_path / "r.json", tmp_path / "o.json", tmp_path / "p.png"
+    common = ["--results", str(results), "--plot", str(plot)]
+    with pytest.raises(SystemExit):  # nothing to grow
+        exp.parse_args(["--update", *common])
+    results.write_text(json.dumps({"runs": [_fake_run("gnmt", "fedavg", 1.0)]}))
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--update", "--overwrite", *common])
+    with pytest.raises(SystemExit):  # --merge without --update would be ignored
+        exp.parse_args(["--merge", str(results), "--resume", *common])
+    with pytest.raises(SystemExit):
+        exp.parse_args(["--update", "--merge", str(other), *common])
+    other.write_text(json.dumps({"runs": [_fake_run("gnmt", "fedavg", 2.0)]}))
+    args = exp.parse_args(["--update", "--merge", str(other), "--modes", "", *common])
+    with pytest.raises(SystemExit, match="gnmt / fedavg is in both"):
+        exp.kept_runs(args)
+    assert json.loads(results.read_text())["runs"][0]["final_bleu"] == 1.0  # untouched

@@ -21,6 +21,11 @@ trained with other overrides is refused) and continues a run that was interrupte
 checkpoint, so an interrupted experiment is restarted with the same command plus ``--resume``. Runs and results of the earlier naming (variant ``dense`` for
 sparse_as_dense, model ``lstm`` for gnmt) are read and translated.
 
+A grid is spread over several invocations (and sessions) with ``--update``: the results file
+keeps the runs this invocation does not measure, and ``--merge FILE`` folds in the runs of
+another results file of this study. Every run carries the command, settings and machine that
+measured it, so one file holds the whole grid.
+
 Small end-to-end check (minutes)::
 
     tf-nmt study compression --models transformer --modes sparse_as_dense,graddrop_local \\
@@ -48,6 +53,7 @@ from tf_nmt.studies.curves import bleu_curve, first_reaching
 from tf_nmt.studies.plotting import save_figure, subplots
 from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log
 from tf_nmt.training.schedules import worker_scaled
+from tf_nmt.utils import machine
 from tf_nmt.utils.io import write_json_atomic
 
 BASELINE = "sparse_as_dense"  # the variant the others are compared with
@@ -72,6 +78,9 @@ MODE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "drop_ratio": ("--drop-ratio", 0.99), "drop_warmup": ("--drop-warmup", 1000),
     "average_every": ("--average-every", 500), "sync_every": ("--sync-every", 0)}
 RUN_RECORD = "experiment_run.json"
+# What each run of a results file carries about the invocation that measured it (older files
+# have them once, at the top, for all their runs).
+RUN_PROVENANCE = ("command", "setting", "machine")
 # The thesis's Table 5.1/5.2 (dev BLEU, as issue 14 quotes them): the Transformer does not train
 # with plain gradient dropping or federated averaging, local gradients restore it; the deep RNN
 # trains in every mode. Modes the thesis did not report are absent.
@@ -152,6 +161,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="replace existing run directories and results files")
     p.add_argument("--resume", action="store_true",
                    help="reuse finished runs (their experiment_run.json) with the same overrides")
+    p.add_argument("--update", action="store_true",
+                   help="grow the existing --results file: keep its runs of the (model, mode) "
+                        "pairs this invocation does not measure")
+    p.add_argument("--merge", type=Path, action="append", default=[], metavar="RESULTS",
+                   help="with --update: also keep the runs of another results file of this "
+                        "study (repeatable; a (model, mode) pair in two files is refused)")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None  # for the results' command line
     args.models = [m for m in args.models.split(",") if m]
@@ -169,6 +184,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
     if args.overwrite and args.resume:
         p.error("--overwrite and --resume exclude each other")
+    if args.update and args.overwrite:
+        p.error("--update keeps the runs of --results, --overwrite replaces it: give one")
+    if args.merge and not args.update:
+        p.error("--merge adds runs to the existing --results: give --update too")
+    for path in ([args.results] if args.update else []) + args.merge:
+        if not path.is_file():
+            p.error(f"{path} does not exist (--update and --merge read it)")
     read = {dest for mode in args.modes for dest in options_read(mode)}
     if "sync_every" in read and not args.sync_every:  # fedavg/bmuf fall back on --average-every
         read.add("average_every")
@@ -188,9 +210,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         if args.eval_every % period and period % args.eval_every:
             p.error(f"--eval-every and {name} must divide one another, so that evaluated "
                     f"checkpoints of the averaging modes hold averaged parameters")
-    for path in (args.results, args.plot):  # --resume rewrites them with the grown grid
-        if path.exists() and not (args.overwrite or args.resume):
-            p.error(f"{path} exists; pass --overwrite to replace it (or --resume to grow it)")
+    for path in (args.results, args.plot):  # --resume / --update rewrite them with the grown grid
+        if path.exists() and not (args.overwrite or args.resume or args.update):
+            p.error(f"{path} exists; pass --overwrite to replace it (or --resume / --update to "
+                    f"grow it)")
     return args
 
 
@@ -443,12 +466,52 @@ def measure(args: argparse.Namespace, model: str, mode: str) -> Dict[str, Any]:
     return summarise(model, mode, run, curve, stats, args.drop_warmup, progress)
 
 
+def kept_runs(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """With ``--update``: the runs of ``--results`` and of every ``--merge`` file (current
+    names), each with its own command, settings and machine (an older file's top-level ones
+    copied in); otherwise none. SystemExit when a (model, mode) pair is in two files."""
+    if not args.update:
+        return []
+    runs: Dict[Tuple[str, str], Tuple[Path, Dict[str, Any]]] = {}
+    for path in [args.results, *args.merge]:
+        payload = translate_results(json.loads(Path(path).read_text()))
+        shared = {k: payload[k] for k in RUN_PROVENANCE if k in payload}
+        for run in payload.get("runs", []):
+            key = (run["model"], run["mode"])
+            if key in runs:
+                raise SystemExit(f"--merge: {key[0]} / {key[1]} is in both {runs[key][0]} "
+                                 f"and {path}; keep one")
+            runs[key] = (Path(path), {**shared, **run})
+    return [run for _, run in runs.values()]
+
+
+def provenance(args: argparse.Namespace) -> Dict[str, Any]:
+    """What a run measured by this invocation carries about it (see ``RUN_PROVENANCE``)."""
+    return {"command": common.command_line("compression", args.argv),
+            "setting": invocation_setting(args), "machine": machine.describe()}
+
+
+def invocation_setting(args: argparse.Namespace) -> Dict[str, Any]:
+    """The invocation's options, as JSON (paths as strings)."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        return [plain(v) for v in value] if isinstance(value, list) else value
+    return {k: plain(v) for k, v in vars(args).items() if k != "argv"}
+
+
+def grown(kept: List[Dict[str, Any]], measured: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The kept runs, a re-measured (model, mode) replaced in place, then the new ones."""
+    new = {(r["model"], r["mode"]): r for r in measured}
+    runs = [new.pop((r["model"], r["mode"]), r) for r in kept]
+    return runs + list(new.values())
+
+
 def write_outputs(args: argparse.Namespace, results: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Write the results file and plot of the runs measured so far; returns the payload."""
     time_to_threshold(results, args.bleu_threshold)
     payload = {"command": common.command_line("compression", args.argv),
-               "setting": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                           if k != "argv"},
+               "setting": invocation_setting(args),
                "note": "BLEU on the first eval_limit test sentences, beam eval_beam; bytes are what "
                        "each rank hands to the collectives per step (parameter averages amortised); "
                        "'single' is one process with all ranks' batches and their LR schedule",
@@ -462,11 +525,17 @@ def write_outputs(args: argparse.Namespace, results: List[Dict[str, Any]]) -> Di
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run every (model, mode) of the command line; write the results, plot and table."""
     args = parse_args(argv)
-    results: List[Dict[str, Any]] = []
+    kept = kept_runs(args)
+    record = provenance(args)
+    measured: List[Dict[str, Any]] = []
+    results = grown(kept, measured)
     payload: Dict[str, Any] = {"against_single": [], "against_thesis": []}
+    if kept:  # e.g. a pure --merge: the file gets the runs' own records at once
+        payload = write_outputs(args, results)
     for model in args.models:
         for mode in args.modes:
-            results.append(measure(args, model, mode))
+            measured.append({**measure(args, model, mode), **record})
+            results = grown(kept, measured)
             payload = write_outputs(args, results)  # after every run: a stopped grid keeps them
     print(table(results))
     for row in payload["against_single"]:
