@@ -78,6 +78,10 @@ class TrainConfig:
     # C++ seeded dropout op (mask regenerated from a seed, one pass each way); "tf" is Keras's
     # dropout; "auto" takes fused where loss_kernel's auto would. Used by `tf-nmt train`.
     dropout_kernel: str = "auto"
+    # The layer norms' kernel (tf_nmt.models.layer_norm.resolve_norm_kernel): "fused" is the C++
+    # op, one pass over each row forward and one backward; "tf" is Keras's LayerNormalization
+    # (unfused at epsilon 1e-6); "auto" takes fused where loss_kernel's auto would.
+    norm_kernel: str = "auto"
     keep_checkpoints: int = 5
     log_every: int = 50
     seed: int = 1234

@@ -5,7 +5,7 @@ import pytest
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError
-from tf_nmt.models import dropout as dropout_mod
+from tf_nmt.models import kernels
 from tf_nmt.models.dropout import SeededDropout, make_dropout, resolve_dropout_kernel, use_kernel
 from tf_nmt.ops import ops_available
 from tf_nmt.ops.dropout import SCALAR_ENV, seeded_dropout
@@ -163,7 +163,7 @@ def test_kernel_choice():
     with use_kernel("fused"):
         assert type(make_dropout(0.1)) is SeededDropout
     assert type(make_dropout(0.1)) is keras.layers.Dropout
-    assert dropout_mod._current == "tf"
+    assert kernels.current("dropout") == "tf"
 
 
 def _small_model(kind: str):

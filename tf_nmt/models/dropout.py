@@ -17,12 +17,11 @@ import contextlib
 from typing import Iterator, Optional
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.config import ConfigError
+from tf_nmt.models.kernels import KERNEL_SETTINGS, current, resolve_kernel, use_kernels
 
-DROPOUT_KERNELS = ("auto", "fused", "tf")
+DROPOUT_KERNELS = KERNEL_SETTINGS
 _SEED_MAX = 2 ** 62
 
-_current = "tf"  # the kernel make_dropout gives; set by use_kernel()
 
 
 @keras.utils.register_keras_serializable(package="tf_nmt")
@@ -61,47 +60,21 @@ class SeededDropout(keras.layers.Dropout):
 
 
 def resolve_dropout_kernel(kernel: str = "auto", jit_compile: bool = False) -> str:
-    """``"fused"`` or ``"tf"`` for ``train.dropout_kernel``.
-
-    ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
-    (the op is CPU-only) and the CPU has AVX-512F; XLA (``jit_compile``) cannot compile custom
-    ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is an error.
-    """
-    from tf_nmt.ops import xent
-    from tf_nmt.ops.loader import BUILD_HINT, ops_available
-
-    if kernel not in DROPOUT_KERNELS:
-        raise ConfigError(f"train.dropout_kernel must be one of {DROPOUT_KERNELS}, got {kernel!r}")
-    if kernel == "tf":
-        return "tf"
-    if kernel == "fused":
-        if jit_compile:
-            raise ConfigError("train.dropout_kernel=fused is a custom op, which XLA cannot compile: "
-                              "use train.dropout_kernel=tf (or auto) with train.jit_compile=true")
-        if not ops_available():
-            raise ConfigError(f"train.dropout_kernel=fused needs the custom-op library. {BUILD_HINT}")
-        return "fused"
-    fast = (not jit_compile and xent.simd_available() and ops_available()
-            and not tf.config.list_physical_devices("GPU"))
-    return "fused" if fast else "tf"
+    """``"fused"`` or ``"tf"`` for ``train.dropout_kernel`` (see
+    :func:`tf_nmt.models.kernels.resolve_kernel`)."""
+    return resolve_kernel("dropout_kernel", kernel, jit_compile)
 
 
 @contextlib.contextmanager
 def use_kernel(kernel: str) -> Iterator[None]:
     """Layers built inside take ``kernel`` ("fused" or "tf", as resolved) for their dropout."""
-    global _current
-    if kernel not in ("fused", "tf"):
-        raise ValueError(f"use_kernel takes a resolved kernel, 'fused' or 'tf', not {kernel!r}")
-    previous, _current = _current, kernel
-    try:
+    with use_kernels(dropout=kernel):
         yield
-    finally:
-        _current = previous
 
 
 def make_dropout(rate: float, **kwargs) -> Optional[keras.layers.Dropout]:
     """A dropout layer of ``rate`` with the current kernel, or None when ``rate`` is 0."""
     if rate <= 0:
         return None
-    cls = SeededDropout if _current == "fused" else keras.layers.Dropout
+    cls = SeededDropout if current("dropout") == "fused" else keras.layers.Dropout
     return cls(rate, **kwargs)

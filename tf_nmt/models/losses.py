@@ -21,38 +21,16 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.config import ConfigError
 from tf_nmt.models.base import PAD_ID
+from tf_nmt.models.kernels import KERNEL_SETTINGS, resolve_kernel
 
-LOSS_KERNELS = ("auto", "fused", "tf")
+LOSS_KERNELS = KERNEL_SETTINGS
 
 
 def resolve_loss_kernel(kernel: str = "auto", jit_compile: bool = False) -> str:
-    """``"fused"`` or ``"tf"`` for ``train.loss_kernel``.
-
-    ``auto`` takes the fused C++ kernel where it is fast: the custom-op library is built, no GPU
-    is visible (the kernel is CPU-only) and the CPU has AVX-512F; XLA (``jit_compile``) cannot
-    compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is an
-    error, not a silent fallback.
-    """
-    from tf_nmt.ops import xent
-    from tf_nmt.ops.loader import BUILD_HINT, ops_available
-
-    if kernel not in LOSS_KERNELS:
-        raise ConfigError(f"train.loss_kernel must be one of {LOSS_KERNELS}, got {kernel!r}")
-    if kernel == "tf":
-        return "tf"
-    if kernel == "fused":
-        if jit_compile:
-            raise ConfigError("train.loss_kernel=fused is a custom op, which XLA cannot "
-                                  "compile: use train.loss_kernel=tf (or auto) with "
-                                  "train.jit_compile=true")
-        if not ops_available():
-            raise ConfigError(f"train.loss_kernel=fused needs the custom-op library. {BUILD_HINT}")
-        return "fused"
-    fast = (not jit_compile and xent.simd_available() and ops_available()
-            and not tf.config.list_physical_devices("GPU"))
-    return "fused" if fast else "tf"
+    """``"fused"`` or ``"tf"`` for ``train.loss_kernel`` (see
+    :func:`tf_nmt.models.kernels.resolve_kernel`)."""
+    return resolve_kernel("loss_kernel", kernel, jit_compile)
 
 
 def label_smoothed_nll(labels: tf.Tensor, logits: tf.Tensor, smoothing: float,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import tf
 from tf_nmt.models.dropout import make_dropout
+from tf_nmt.models.layer_norm import make_layer_norm
 from tf_nmt.models.attention import causal_bias, padding_bias
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding, sinusoidal_positions
@@ -50,8 +51,8 @@ class Transformer(Seq2SeqModel):
         self.decoder_layers = [DecoderLayer(*args, name=f"decoder_{i}") for i in range(n_dec)]
         self.pre_norm = norm == "pre"
         if self.pre_norm:  # pre-norm stacks end un-normalised: add a final norm to each
-            self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
+            self.encoder_norm = make_layer_norm(1e-6, name="encoder_norm")
+            self.decoder_norm = make_layer_norm(1e-6, name="decoder_norm")
         self.dropout = make_dropout(dropout)
 
     def _embed(self, ids: tf.Tensor, positions: tf.Tensor, training) -> tf.Tensor:

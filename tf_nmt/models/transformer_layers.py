@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.models.dropout import make_dropout
+from tf_nmt.models.layer_norm import make_layer_norm
 from tf_nmt.models.attention import KeyValue, MultiHeadAttention
 from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
@@ -32,7 +33,7 @@ class Residual(keras.layers.Layer):
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.norm_position, self.rate = norm, float(dropout)
         self.pre = norm == "pre"
-        self.norm = keras.layers.LayerNormalization(epsilon=1e-6, name="norm")
+        self.norm = make_layer_norm(1e-6, name="norm")
         self.dropout = make_dropout(dropout)
 
     def build(self, input_shape) -> None:

@@ -9,7 +9,9 @@ cost does not depend on which ids it sees); every position is a real token.
 
 Variants: ``fp32`` and ``bf16`` (tf-nmt's defaults), ``fp32-tfloss`` (the loss composed of TF
 ops, ``train.loss_kernel=tf``, instead of the fused C++ kernel), ``fp32-tfdrop`` (Keras's
-dropout, ``train.dropout_kernel=tf``, instead of the seeded C++ op), ``fp32-tf`` (both) and
+dropout, ``train.dropout_kernel=tf``, instead of the seeded C++ op), ``fp32-tfnorm`` and
+``bf16-tfnorm`` (Keras's layer norm, ``train.norm_kernel=tf``, instead of the fused C++ op),
+``fp32-tf`` (all three TensorFlow kernels) and
 ``-xla`` (Keras ``jit_compile``; XLA cannot compile custom ops, so these use the TF ones).
 
 Each round times ``--steps`` steps of every (shape, variant), the variants in rotated order, after
@@ -39,9 +41,11 @@ VARIANTS: Dict[str, Sequence[str]] = {
     "fp32": [FP32],
     "fp32-tfloss": [FP32, "train.loss_kernel=tf"],
     "fp32-tfdrop": [FP32, "train.dropout_kernel=tf"],
-    "fp32-tf": [FP32, "train.loss_kernel=tf", "train.dropout_kernel=tf"],
+    "fp32-tfnorm": [FP32, "train.norm_kernel=tf"],
+    "fp32-tf": [FP32, "train.loss_kernel=tf", "train.dropout_kernel=tf", "train.norm_kernel=tf"],
     "fp32-xla": [FP32, XLA],
     "bf16": [BF16],
+    "bf16-tfnorm": [BF16, "train.norm_kernel=tf"],
     "bf16-xla": [BF16, XLA],
 }
 Shape = Tuple[int, int]

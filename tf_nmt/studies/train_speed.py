@@ -13,7 +13,9 @@ to the peer) is the median of the per-round ratios.
 Variants (``--variants``; names in :data:`VARIANTS`): ``fp32`` and ``bf16`` (mixed bfloat16)
 with tf-nmt's defaults; ``fp32-tfloss`` with the loss composed of TensorFlow ops instead of the
 fused C++ kernel (``train.loss_kernel=tf``); ``fp32-tfdrop`` with Keras's dropout instead of the
-seeded C++ op (``train.dropout_kernel=tf``); ``fp32-tf`` with both; each with XLA (``-xla``), ``-geometric`` (the geometric length
+seeded C++ op (``train.dropout_kernel=tf``); ``fp32-tfnorm`` and ``bf16-tfnorm`` with Keras's
+layer norm instead of the fused C++ op (``train.norm_kernel=tf``); ``fp32-tf`` with all three
+TensorFlow kernels; each with XLA (``-xla``), ``-geometric`` (the geometric length
 buckets, ``data.length_bucket_width=0``) and ``-tcmalloc`` (``TF_NMT_ALLOCATOR=tcmalloc``,
 where installed); ``bf16`` with TensorFlow's threads set explicitly (``-intra2``)
 and as 2 processes x 1 thread under ``horovodrun`` (``-hvd2x1``, the same global batch); the
@@ -75,7 +77,10 @@ VARIANTS: Dict[str, Variant] = {
     "bf16-xla": Variant([BF16, "train.jit_compile=true"]),
     "fp32-tfloss": Variant([FP32, "train.loss_kernel=tf"]),
     "fp32-tfdrop": Variant([FP32, "train.dropout_kernel=tf"]),
-    "fp32-tf": Variant([FP32, "train.loss_kernel=tf", "train.dropout_kernel=tf"]),
+    "fp32-tfnorm": Variant([FP32, "train.norm_kernel=tf"]),
+    "bf16-tfnorm": Variant([BF16, "train.norm_kernel=tf"]),
+    "fp32-tf": Variant([FP32, "train.loss_kernel=tf", "train.dropout_kernel=tf",
+                        "train.norm_kernel=tf"]),
     "fp32-geometric": Variant([FP32, "data.length_bucket_width=0"]),
     "bf16-geometric": Variant([BF16, "data.length_bucket_width=0"]),
     "fp32-tcmalloc": Variant([FP32], TCMALLOC_ENV),

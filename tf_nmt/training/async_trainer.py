@@ -23,7 +23,8 @@ from tf_nmt.distributed.async_sgd import train_async
 from tf_nmt.distributed.downpour import requested as downpour_requested
 from tf_nmt.distributed.ps_cluster import LocalPSCluster
 from tf_nmt.models.dropout import resolve_dropout_kernel
-from tf_nmt.models.dropout import use_kernel as use_dropout_kernel
+from tf_nmt.models.kernels import use_kernels
+from tf_nmt.models.layer_norm import resolve_norm_kernel
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
 from tf_nmt.training import schedules
 from tf_nmt.training.checkpoints import make_manager
@@ -56,10 +57,11 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
 
-    dropout_kernel = resolve_dropout_kernel(t.dropout_kernel)
+    kernels = {"dropout": resolve_dropout_kernel(t.dropout_kernel),
+               "norm": resolve_norm_kernel(t.norm_kernel)}
 
     def build():
-        with use_dropout_kernel(dropout_kernel):
+        with use_kernels(**kernels):
             return build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams)
 
     def loss_fn(model, batch):

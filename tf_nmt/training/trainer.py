@@ -25,7 +25,8 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.models import check_model_config
 from tf_nmt.models.dropout import resolve_dropout_kernel
-from tf_nmt.models.dropout import use_kernel as use_dropout_kernel
+from tf_nmt.models.kernels import use_kernels
+from tf_nmt.models.layer_norm import resolve_norm_kernel
 from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
                                   resolve_loss_kernel)
 from tf_nmt.quantization import activations, retrain
@@ -97,6 +98,7 @@ def validate_config(cfg: Config) -> None:
     check_jit_compile(cfg.train)
     resolve_loss_kernel(cfg.train.loss_kernel, cfg.train.jit_compile)
     resolve_dropout_kernel(cfg.train.dropout_kernel, cfg.train.jit_compile)
+    resolve_norm_kernel(cfg.train.norm_kernel, cfg.train.jit_compile)
 
 
 def check_jit_compile(t: TrainConfig) -> None:
@@ -118,7 +120,9 @@ def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
     """The configured model with its variables created, under the configured dtype policy."""
     validate_config(cfg)
     policy = precision.policy_for_device(cfg.train.mixed_precision)  # bf16 on CPUs and Ampere+
-    with use_dropout_kernel(resolve_dropout_kernel(cfg.train.dropout_kernel, cfg.train.jit_compile)):
+    t = cfg.train
+    with use_kernels(dropout=resolve_dropout_kernel(t.dropout_kernel, t.jit_compile),
+                     norm=resolve_norm_kernel(t.norm_kernel, t.jit_compile)):
         return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
                                        activation_quantization=activations.from_train_config(cfg.train))
 

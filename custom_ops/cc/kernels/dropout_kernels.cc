@@ -20,6 +20,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/register_types.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "bf16_simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -114,20 +115,6 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64
   }
 }
 
-// Eigen's float -> bfloat16 conversion, 16 lanes: round to nearest even on the bits; a NaN becomes
-// the quiet NaN 0x7FC0 with its sign (0xFFC0), as Eigen's float_to_bfloat16_rtne does.
-TF_NMT_DROPOUT_SIMD inline __m256i NarrowToBf16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i high = _mm512_srli_epi32(bits, 16);
-  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
-  const __m512i quiet_nan = _mm512_or_si512(_mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
-                                            _mm512_set1_epi32(0x7FC0));
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
-}
-
 // Same results as DropScalar<Eigen::bfloat16>: the mask as for float, each kept value widened
 // to float (exact), scaled in float and rounded back; the last partial 16 take the scalar loop.
 TF_NMT_DROPOUT_SIMD void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
@@ -140,7 +127,7 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, 
   for (; end - i >= 16; i += 16) {
     const __mmask16 keep = masks.Next();
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    const __m512 v = WidenBf16(h);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                         NarrowToBf16(_mm512_maskz_mul_ps(keep, v, vscale)));
   }

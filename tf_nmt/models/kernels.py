@@ -1,0 +1,71 @@
+"""Which implementation the training step's fusable pieces take: the C++ op or TensorFlow's.
+
+Three config keys choose, each ``"auto"``, ``"fused"`` or ``"tf"``: ``train.loss_kernel`` (the
+label-smoothed cross-entropy), ``train.dropout_kernel`` (seeded dropout) and
+``train.norm_kernel`` (layer normalisation). :func:`resolve_kernel` turns a setting into
+``"fused"`` or ``"tf"`` the same way for all three. Layers created inside :func:`use_kernels`
+take the chosen kernels (:func:`current`); models built elsewhere (evaluation, export, tests)
+get TensorFlow's, so SavedModels never need the custom-op library.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, Iterator
+
+from tf_nmt.compat import tf
+from tf_nmt.config import ConfigError
+
+KERNEL_SETTINGS = ("auto", "fused", "tf")
+LAYER_KERNELS = ("dropout", "norm")  # chosen per layer at build time (the loss is chosen by the trainer)
+
+_current: Dict[str, str] = {name: "tf" for name in LAYER_KERNELS}
+
+
+def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) -> str:
+    """``"fused"`` or ``"tf"`` for the setting ``kernel`` of config key ``train.<key>``.
+
+    ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
+    (the ops are CPU-only) and the CPU has AVX-512F; XLA (``jit_compile``) cannot compile custom
+    ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a ConfigError, not a
+    silent fallback.
+    """
+    from tf_nmt.ops import xent
+    from tf_nmt.ops.loader import BUILD_HINT, ops_available
+
+    if kernel not in KERNEL_SETTINGS:
+        raise ConfigError(f"train.{key} must be one of {KERNEL_SETTINGS}, got {kernel!r}")
+    if kernel == "tf":
+        return "tf"
+    if kernel == "fused":
+        if jit_compile:
+            raise ConfigError(f"train.{key}=fused is a custom op, which XLA cannot compile: use "
+                              f"train.{key}=tf (or auto) with train.jit_compile=true")
+        if not ops_available():
+            raise ConfigError(f"train.{key}=fused needs the custom-op library. {BUILD_HINT}")
+        return "fused"
+    fast = (not jit_compile and xent.simd_available() and ops_available()
+            and not tf.config.list_physical_devices("GPU"))
+    return "fused" if fast else "tf"
+
+
+@contextlib.contextmanager
+def use_kernels(**kernels: str) -> Iterator[None]:
+    """Layers built inside take the given resolved kernels, e.g. ``use_kernels(dropout="fused",
+    norm="tf")``; the others keep theirs."""
+    for name, kernel in kernels.items():
+        if name not in LAYER_KERNELS:
+            raise ValueError(f"no layer kernel {name!r} (use {', '.join(LAYER_KERNELS)})")
+        if kernel not in ("fused", "tf"):
+            raise ValueError(f"use_kernels takes resolved kernels, 'fused' or 'tf', not {kernel!r}")
+    previous = dict(_current)
+    _current.update(kernels)
+    try:
+        yield
+    finally:
+        _current.clear()
+        _current.update(previous)
+
+
+def current(name: str) -> str:
+    """The kernel (``"fused"`` or ``"tf"``) that a ``name`` layer built now takes."""
+    return _current[name]
