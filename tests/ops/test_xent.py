@@ -129,3 +129,59 @@ def test_scalar_and_simd_paths_agree(tmp_path):
     np.testing.assert_allclose(out["default"]["loss"], out["scalar"]["loss"], rtol=1e-6)
     np.testing.assert_allclose(out["default"]["grad"], out["scalar"]["grad"], rtol=3e-6, atol=1e-9)
     assert xent.simd_available() == ("avx512f" in open("/proc/cpuinfo").read().split())
+
+
+@pytest.mark.parametrize("scalar", [False, True])
+@pytest.mark.parametrize("vocab", [7, 33, 1000])
+def test_bfloat16_logits_are_read_as_float(vocab, scalar, monkeypatch):
+    """Mixed precision: bfloat16 logits give the float32 result of the same (rounded) values, and
+    a bfloat16 gradient within one rounding of the float one (the label's entry included)."""
+    if scalar:
+        monkeypatch.setenv(xent.SCALAR_ENV, "1")
+    rng = np.random.default_rng(vocab)
+    logits = tf.cast(rng.normal(0, 4, (37, vocab)).astype(np.float32), tf.bfloat16)
+    labels = rng.integers(0, vocab, 37).astype(np.int32)
+    up = rng.uniform(0.5, 2.0, 37).astype(np.float32)
+    up[3] = 0.0  # a padding row
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = xent.smoothed_softmax_xent(logits, labels, 0.1)
+    grad = tape.gradient(loss, logits, output_gradients=tf.constant(up))
+    assert loss.dtype == tf.float32 and grad.dtype == tf.bfloat16
+    want_loss, want_grad = reference(np.float32(tf.cast(logits, tf.float32)), labels, 0.1)
+    np.testing.assert_allclose(loss.numpy(), want_loss, rtol=1e-5, atol=1e-5)
+    want_grad = want_grad * up[:, None]
+    got = np.float32(tf.cast(grad, tf.float32))
+    np.testing.assert_allclose(got, want_grad, rtol=2 ** -8, atol=1e-6)
+    assert np.all(got[3] == 0)
+
+
+def test_a_model_built_for_the_fused_loss_hands_it_bfloat16_logits():
+    """Under mixed precision the trainer's model (built with use_kernels(loss="fused")) skips the
+    [B, T, V] cast to float32; models built elsewhere keep float32 logits, and both give the same
+    loss."""
+    from tf_nmt.compat import keras
+    from tf_nmt.models import build_model
+    from tf_nmt.models.kernels import use_kernels
+    from tf_nmt.models.losses import LabelSmoothedCrossEntropy
+
+    ids = tf.constant([[3, 4, 5, 2], [6, 7, 2, 0]])
+    inputs = {"source": ids, "target_in": ids}
+    hp = {"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32}
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(0)
+        plain = build_model("transformer", 40, **hp)
+        with use_kernels(loss="fused"):
+            fused = build_model("transformer", 40, **hp)
+        plain(inputs)
+        fused(inputs)
+        fused.set_weights(plain.get_weights())
+        a, b = plain(inputs), fused(inputs)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert a.dtype == tf.float32 and b.dtype == tf.bfloat16
+    np.testing.assert_array_equal(a.numpy(), np.float32(tf.cast(b, tf.float32)))
+    loss = LabelSmoothedCrossEntropy(0.1, kernel="fused")
+    assert float(loss(ids, a)) == float(loss(ids, b))

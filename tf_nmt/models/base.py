@@ -1,7 +1,9 @@
 """The interface every NMT model implements, so decoding and export never depend on the model kind.
 
 A model maps ``{"source": int32[B,S], "target_in": int32[B,T]}`` to float32 logits ``[B,T,V]``
-for teacher-forced training, and exposes an incremental decoder for search:
+for teacher-forced training (bfloat16 in a mixed-precision model the trainer builds for its fused
+loss kernel, see :class:`tf_nmt.models.embedding.SharedEmbedding`), and exposes an incremental
+decoder for search:
 
 * ``encode(source)`` -> dict of batch-major tensors,
 * ``initial_decoder_state(encoded)`` -> dict of batch-major tensors,

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.kernels import current
 from tf_nmt.quantization.activations import ActivationQuantization, aq_config, quantized_matmul
 
 
@@ -20,6 +21,10 @@ class SharedEmbedding(keras.layers.Layer):
     embeddings are multiplied by sqrt(dim) (Transformer convention; E is initialised with std
     dim^-0.5 so embedded vectors have unit scale while logits stay O(1)).
     With ``activation_quantization`` the input of ``project`` is log-quantised (fixed scale).
+    ``project`` returns float32 logits, except in a layer built for the fused loss kernel
+    (:func:`tf_nmt.models.kernels.use_kernels` with ``loss="fused"``, as the trainer builds its
+    model): that kernel reads mixed precision's bfloat16 logits itself, so the [..., V] casts to
+    float32 and of the gradient back are skipped.
     """
 
     def __init__(self, vocab_size: int, dim: int, scale: bool = False, output_bias: bool = True,
@@ -30,6 +35,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.scale = math.sqrt(dim) if scale else None
         self.output_bias, self.tie_output = output_bias, bool(tie_output)
+        self.logits_in_compute_dtype = current("loss") == "fused"  # not config: a build choice
 
     def build(self, input_shape=None) -> None:
         init = keras.initializers.RandomNormal(stddev=self.dim ** -0.5)
@@ -64,7 +70,8 @@ class SharedEmbedding(keras.layers.Layer):
             logits = tf.matmul(flat, tf.cast(self.output_embeddings, h.dtype), transpose_b=True)
         if self.bias is not None:
             logits = tf.nn.bias_add(logits, tf.cast(self.bias, h.dtype))
-        logits = tf.cast(logits, tf.float32)
+        if not (self.logits_in_compute_dtype and logits.dtype == tf.bfloat16):
+            logits = tf.cast(logits, tf.float32)
         return tf.reshape(logits, tf.concat([tf.shape(h)[:-1], [self.vocab_size]], 0))
 
 

@@ -5,7 +5,7 @@ label-smoothed cross-entropy), ``train.dropout_kernel`` (seeded dropout) and
 ``train.norm_kernel`` (layer normalisation). :func:`resolve_kernel` turns a setting into
 ``"fused"`` or ``"tf"`` the same way for all three. Layers created inside :func:`use_kernels`
 take the chosen kernels (:func:`current`); models built elsewhere (evaluation, export, tests)
-get TensorFlow's, so SavedModels never need the custom-op library.
+get TensorFlow's and float32 logits, so SavedModels never need the custom-op library.
 """
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from tf_nmt.compat import tf
 from tf_nmt.config import ConfigError
 
 KERNEL_SETTINGS = ("auto", "fused", "tf")
-LAYER_KERNELS = ("dropout", "norm")  # chosen per layer at build time (the loss is chosen by the trainer)
+# Chosen per layer at build time. "loss" is the loss kernel the model's logits are made for: the
+# fused one reads mixed precision's bfloat16 logits as they are, so the output projection then
+# skips its cast to float32 (and the gradient's cast back).
+LAYER_KERNELS = ("dropout", "norm", "loss")
 
 _current: Dict[str, str] = {name: "tf" for name in LAYER_KERNELS}
 

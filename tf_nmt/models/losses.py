@@ -36,9 +36,11 @@ def resolve_loss_kernel(kernel: str = "auto", jit_compile: bool = False) -> str:
 def label_smoothed_nll(labels: tf.Tensor, logits: tf.Tensor, smoothing: float,
                        pad_id: int = PAD_ID, kernel: str = "tf") -> Tuple[tf.Tensor, tf.Tensor]:
     """(sum of smoothed per-token losses over non-pad labels, number of non-pad labels), float32.
-    ``kernel``: ``"tf"`` or ``"fused"`` (see :func:`resolve_loss_kernel`)."""
+    ``kernel``: ``"tf"`` or ``"fused"`` (see :func:`resolve_loss_kernel`); the fused kernel reads
+    bfloat16 logits as they are (computing in float), everything else is cast to float32."""
     labels = tf.cast(labels, tf.int32)
-    logits = tf.cast(logits, tf.float32)
+    if not (kernel == "fused" and logits.dtype == tf.bfloat16):
+        logits = tf.cast(logits, tf.float32)
     if kernel == "fused":
         from tf_nmt.ops.xent import smoothed_softmax_xent
 

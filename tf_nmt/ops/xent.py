@@ -29,12 +29,14 @@ def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
     """Per-row ``-sum_v q_v log softmax(logits)_v`` with ``q = (1 - eps) onehot + eps / V``.
 
     Args:
-        logits: float32 [N, V].
+        logits: float32 or bfloat16 [N, V] (bfloat16 is read as float; other dtypes are cast to
+            float32 first).
         labels: int32 [N], each in ``[0, V)`` (InvalidArgumentError otherwise).
         smoothing: ``eps`` in ``[0, 1)``.
 
-    Returns float32 [N]; its gradient is ``upstream * (softmax - q)``, computed by the gradient
-    kernel from the forward's log-sum-exp in one pass over the logits.
+    Returns float32 [N]; its gradient is ``upstream * (softmax - q)`` in the logits' dtype,
+    computed in float by the gradient kernel from the forward's log-sum-exp in one pass over the
+    logits.
     """
     ops = load_ops()
     labels = tf.convert_to_tensor(labels, tf.int32)
@@ -50,4 +52,7 @@ def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
 
         return loss, grad
 
-    return loss_fn(tf.convert_to_tensor(logits, tf.float32))
+    logits = tf.convert_to_tensor(logits)
+    if logits.dtype not in (tf.float32, tf.bfloat16):
+        logits = tf.cast(logits, tf.float32)
+    return loss_fn(logits)

@@ -58,7 +58,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
 
     kernels = {"dropout": resolve_dropout_kernel(t.dropout_kernel),
-               "norm": resolve_norm_kernel(t.norm_kernel)}
+               "norm": resolve_norm_kernel(t.norm_kernel), "loss": loss_object.kernel}
 
     def build():
         with use_kernels(**kernels):

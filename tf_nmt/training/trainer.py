@@ -122,7 +122,8 @@ def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
     policy = precision.policy_for_device(cfg.train.mixed_precision)  # bf16 on CPUs and Ampere+
     t = cfg.train
     with use_kernels(dropout=resolve_dropout_kernel(t.dropout_kernel, t.jit_compile),
-                     norm=resolve_norm_kernel(t.norm_kernel, t.jit_compile)):
+                     norm=resolve_norm_kernel(t.norm_kernel, t.jit_compile),
+                     loss=resolve_loss_kernel(t.loss_kernel, t.jit_compile)):
         return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
                                        activation_quantization=activations.from_train_config(cfg.train))
 

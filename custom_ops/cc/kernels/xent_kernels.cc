@@ -7,6 +7,11 @@
 // x86-64) and a polynomial exp (range reduction by ln 2, a degree-7 polynomial, relative error
 // about 2e-7); elsewhere, or with TF_NMT_XENT_SCALAR=1, a scalar loop with std::exp. Both give
 // the same function within float rounding; the tests compare them with TensorFlow's kernels.
+//
+// Logits may be float32 or bfloat16 (mixed precision: the model's projection then hands its
+// bfloat16 product straight to the loss instead of casting [N, V] to float32 and the gradient
+// back). Either way every value is widened to float and computed in float; a bfloat16 gradient
+// is rounded once, when stored. The AVX-512 loops need F, DQ, BW and VL (every AVX-512 Xeon).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,13 +20,15 @@
 #include <functional>
 #include <limits>
 
+#include <type_traits>
+
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "bf16_simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#if TF_NMT_BF16_SIMD_AVAILABLE
 #define TF_NMT_XENT_X86 1
-#define TF_NMT_XENT_SIMD __attribute__((target("avx512f")))
+#define TF_NMT_XENT_SIMD TF_NMT_AVX512
 #define TF_NMT_XENT_SIMD_INLINE TF_NMT_XENT_SIMD __attribute__((always_inline)) inline
 #else
 #define TF_NMT_XENT_X86 0
@@ -43,21 +50,30 @@ struct RowStats {
   float max, sum, sum_exp;  // max(x), sum(x), sum(exp(x - max))
 };
 
+// The element type the SIMD loops read: float, or bfloat16's raw bits.
+template <typename T>
+using Raw = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+
 // ---- scalar path ----
 
-RowStats StatsScalar(const float* x, int64_t v) {
+template <typename T>
+RowStats StatsScalar(const T* x, int64_t v) {
   float m = -std::numeric_limits<float>::infinity(), s = 0.0f;
   for (int64_t j = 0; j < v; ++j) {
-    m = std::max(m, x[j]);
-    s += x[j];
+    const float xj = static_cast<float>(x[j]);
+    m = std::max(m, xj);
+    s += xj;
   }
   float e = 0.0f;
-  for (int64_t j = 0; j < v; ++j) e += std::exp(x[j] - m);
+  for (int64_t j = 0; j < v; ++j) e += std::exp(static_cast<float>(x[j]) - m);
   return {m, s, e};
 }
 
-void GradScalar(const float* x, int64_t v, float lse, float up, float shift, float* g) {
-  for (int64_t j = 0; j < v; ++j) g[j] = (std::exp(x[j] - lse) - shift) * up;
+template <typename T>
+void GradScalar(const T* x, int64_t v, float lse, float up, float shift, T* g) {
+  for (int64_t j = 0; j < v; ++j) {
+    g[j] = static_cast<T>((std::exp(static_cast<float>(x[j]) - lse) - shift) * up);
+  }
 }
 
 // ---- AVX-512 path ----
@@ -87,48 +103,70 @@ TF_NMT_XENT_SIMD_INLINE __mmask16 TailMask(int64_t left) {
                     : static_cast<__mmask16>((1u << left) - 1u);
 }
 
-TF_NMT_XENT_SIMD RowStats StatsSimd(const float* x, int64_t v) {
+template <typename R>
+TF_NMT_XENT_SIMD RowStats StatsSimd(const R* x, int64_t v) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 vmax = neg_inf, vsum = _mm512_setzero_ps();
   for (int64_t j = 0; j < v; j += 16) {
     const __mmask16 k = TailMask(v - j);
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, k, x + j));
-    vsum = _mm512_add_ps(vsum, _mm512_maskz_loadu_ps(k, x + j));
+    const __m512 xj = LoadAsFloat(x + j, k);  // 0 in the lanes past the row
+    vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(neg_inf, k, xj));
+    vsum = _mm512_add_ps(vsum, xj);
   }
   const float m = _mm512_reduce_max_ps(vmax);
   const __m512 vm = _mm512_set1_ps(m);
   __m512 ve = _mm512_setzero_ps();
   for (int64_t j = 0; j < v; j += 16) {
     const __mmask16 k = TailMask(v - j);
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm));
+    const __m512 e = Exp16(_mm512_sub_ps(LoadAsFloat(x + j, k), vm));
     ve = _mm512_add_ps(ve, _mm512_maskz_mov_ps(k, e));
   }
   return {m, _mm512_reduce_add_ps(vsum), _mm512_reduce_add_ps(ve)};
 }
 
-TF_NMT_XENT_SIMD void GradSimd(const float* x, int64_t v, float lse, float up, float shift,
-                               float* g) {
+template <typename R>
+TF_NMT_XENT_SIMD void GradSimd(const R* x, int64_t v, float lse, float up, float shift, R* g) {
   const __m512 vl = _mm512_set1_ps(lse), vs = _mm512_set1_ps(shift), vu = _mm512_set1_ps(up);
   for (int64_t j = 0; j < v; j += 16) {
     const __mmask16 k = TailMask(v - j);
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vl));
-    _mm512_mask_storeu_ps(g + j, k, _mm512_mul_ps(_mm512_sub_ps(e, vs), vu));
+    const __m512 e = Exp16(_mm512_sub_ps(LoadAsFloat(x + j, k), vl));
+    StoreFromFloat(g + j, _mm512_mul_ps(_mm512_sub_ps(e, vs), vu), k);
   }
 }
 #endif
 
-// AVX-512F present and not refused by $TF_NMT_XENT_SCALAR (read per call: tests set it).
+// AVX-512 F/DQ/BW/VL present and not refused by $TF_NMT_XENT_SCALAR (read per call: tests set it).
 bool UseSimd() {
 #if TF_NMT_XENT_X86
   static const bool cpu = [] {
     __builtin_cpu_init();  // also checks that the OS saves the zmm state
-    return __builtin_cpu_supports("avx512f") != 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   }();
   const char* v = std::getenv("TF_NMT_XENT_SCALAR");
   return cpu && (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0);
 #else
   return false;
 #endif
+}
+
+template <typename T>
+RowStats Stats(const T* row, int64_t v, bool simd) {
+#if TF_NMT_XENT_X86
+  if (simd) return StatsSimd(reinterpret_cast<const Raw<T>*>(row), v);
+#endif
+  return StatsScalar(row, v);
+}
+
+template <typename T>
+void Grad(const T* row, int64_t v, float lse, float up, float shift, T* out, bool simd) {
+#if TF_NMT_XENT_X86
+  if (simd) {
+    GradSimd(reinterpret_cast<const Raw<T>*>(row), v, lse, up, shift, reinterpret_cast<Raw<T>*>(out));
+    return;
+  }
+#endif
+  GradScalar(row, v, lse, up, shift, out);
 }
 
 // Runs fn(begin_row, end_row) over [0, rows) on the kernel's intra-op threads.
@@ -168,6 +206,7 @@ absl::Status SmoothingAttr(OpKernelConstruction* ctx, float* smoothing) {
 
 }  // namespace
 
+template <typename T>
 class SmoothedSoftmaxXentOp : public OpKernel {
  public:
   explicit SmoothedSoftmaxXentOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -182,7 +221,7 @@ class SmoothedSoftmaxXentOp : public OpKernel {
     Tensor *loss_t = nullptr, *lse_t = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &loss_t));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &lse_t));
-    const float* x = logits.flat<float>().data();
+    const T* x = logits.flat<T>().data();
     const int32_t* y = labels.flat<int32_t>().data();
     float* loss = loss_t->flat<float>().data();
     float* lse_out = lse_t->flat<float>().data();
@@ -190,18 +229,15 @@ class SmoothedSoftmaxXentOp : public OpKernel {
     const bool simd = UseSimd();
     ForRows(ctx, n, v * 12, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const float* row = x + i * v;
-#if TF_NMT_XENT_X86
-        const RowStats st = simd ? StatsSimd(row, v) : StatsScalar(row, v);
-#else
-        const RowStats st = StatsScalar(row, v);
-#endif
+        const T* row = x + i * v;
+        const RowStats st = Stats(row, v, simd);
         // A NaN or infinite logit makes the sum non-finite (the SIMD max and exp may drop a NaN
         // lane): then the row's log-sum-exp, loss and gradient are NaN, so training sees it.
         const float lse = std::isfinite(st.sum) ? st.max + std::log(st.sum_exp)
                                                 : std::numeric_limits<float>::quiet_NaN();
         lse_out[i] = lse;
-        loss[i] = lse - (1.0f - eps) * row[y[i]] - eps * (st.sum / static_cast<float>(v));
+        loss[i] = lse - (1.0f - eps) * static_cast<float>(row[y[i]]) -
+                  eps * (st.sum / static_cast<float>(v));
       }
     });
   }
@@ -210,6 +246,7 @@ class SmoothedSoftmaxXentOp : public OpKernel {
   float smoothing_ = 0.0f;
 };
 
+template <typename T>
 class SmoothedSoftmaxXentGradOp : public OpKernel {
  public:
   explicit SmoothedSoftmaxXentGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -232,35 +269,31 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
     // The logits are not needed after this op in training: write the gradient over them when
     // TF can hand over their buffer.
     OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0}, 0, logits.shape(), &grad_t));
-    const float* x = logits.flat<float>().data();
+    const T* x = logits.flat<T>().data();
     const int32_t* y = labels.flat<int32_t>().data();
     const float* lse = lse_t.flat<float>().data();
     const float* up = up_t.flat<float>().data();
-    float* g = grad_t->flat<float>().data();
+    T* g = grad_t->flat<T>().data();
     const float eps = smoothing_, shift = smoothing_ / static_cast<float>(v);
     const bool simd = UseSimd();
     ForRows(ctx, n, v * 10, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        float* out = g + i * v;
+        T* out = g + i * v;
         if (!std::isfinite(lse[i])) {  // non-finite logits: let the NaN reach the weights
-          std::fill(out, out + v, std::numeric_limits<float>::quiet_NaN());
+          std::fill(out, out + v, static_cast<T>(std::numeric_limits<float>::quiet_NaN()));
           continue;
         }
         if (up[i] == 0.0f) {  // padding rows: weight 0
-          std::memset(out, 0, sizeof(float) * v);
+          std::memset(static_cast<void*>(out), 0, sizeof(T) * v);
           continue;
         }
-        const float* row = x + i * v;
-#if TF_NMT_XENT_X86
-        if (simd) {
-          GradSimd(row, v, lse[i], up[i], shift, out);
-        } else {
-          GradScalar(row, v, lse[i], up[i], shift, out);
-        }
-#else
-        GradScalar(row, v, lse[i], up[i], shift, out);
-#endif
-        out[y[i]] -= (1.0f - eps) * up[i];
+        const T* row = x + i * v;
+        // The label's entry, read before an in-place write replaces the row: softmax - q there
+        // is computed in float and rounded once.
+        const float at_label = static_cast<float>(row[y[i]]);
+        Grad(row, v, lse[i], up[i], shift, out, simd);
+        out[y[i]] = static_cast<T>((std::exp(at_label - lse[i]) - shift) * up[i] -
+                                   (1.0f - eps) * up[i]);
       }
     });
   }
@@ -269,9 +302,15 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
   float smoothing_ = 0.0f;
 };
 
-REGISTER_KERNEL_BUILDER(Name("SmoothedSoftmaxXent").Device(tensorflow::DEVICE_CPU),
-                        SmoothedSoftmaxXentOp);
-REGISTER_KERNEL_BUILDER(Name("SmoothedSoftmaxXentGrad").Device(tensorflow::DEVICE_CPU),
-                        SmoothedSoftmaxXentGradOp);
+#define TF_NMT_REGISTER_XENT(T)                                                               \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name("SmoothedSoftmaxXent").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),      \
+      SmoothedSoftmaxXentOp<T>);                                                              \
+  REGISTER_KERNEL_BUILDER(                                                                    \
+      Name("SmoothedSoftmaxXentGrad").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),  \
+      SmoothedSoftmaxXentGradOp<T>);
+TF_NMT_REGISTER_XENT(float)
+TF_NMT_REGISTER_XENT(Eigen::bfloat16)
+#undef TF_NMT_REGISTER_XENT
 
 }  // namespace tf_nmt

@@ -22,10 +22,11 @@ absl::Status RowsOf(InferenceContext* c, DimensionHandle* rows) {
 }  // namespace
 
 REGISTER_OP("SmoothedSoftmaxXent")
-    .Input("logits: float")
+    .Input("logits: T")
     .Input("labels: int32")
     .Output("loss: float")
     .Output("logsumexp: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Attr("smoothing: float")
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle rows;
@@ -38,15 +39,17 @@ REGISTER_OP("SmoothedSoftmaxXent")
 Per-row label-smoothed cross-entropy of logits [N, V] against labels [N] in [0, V):
 loss = logsumexp(x) - (1 - smoothing) * x[label] - smoothing * mean(x), i.e. -sum_v q_v log
 softmax(x)_v with q = (1 - smoothing) * onehot(label) + smoothing / V. Also returns logsumexp(x)
-for the gradient op.
+for the gradient op. bfloat16 logits (mixed precision) are read as float and everything is
+computed in float.
 )doc");
 
 REGISTER_OP("SmoothedSoftmaxXentGrad")
-    .Input("logits: float")
+    .Input("logits: T")
     .Input("labels: int32")
     .Input("logsumexp: float")
     .Input("upstream: float")
-    .Output("grad: float")
+    .Output("grad: T")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Attr("smoothing: float")
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle rows;
@@ -61,7 +64,8 @@ REGISTER_OP("SmoothedSoftmaxXentGrad")
     })
     .Doc(R"doc(
 Gradient of SmoothedSoftmaxXent: grad[i] = upstream[i] * (softmax(x_i) - q_i), the softmax
-recomputed from the forward's logsumexp.
+recomputed from the forward's logsumexp; computed in float and, for bfloat16 logits, rounded
+once to bfloat16.
 )doc");
 
 }  // namespace tf_nmt
