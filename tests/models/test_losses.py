@@ -59,11 +59,12 @@ def test_invalid_smoothing():
         LabelSmoothedCrossEntropy(1.0)
 
 
-def test_fit_optimises_the_token_mean_and_counts_tokens():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fit_optimises_the_token_mean_and_counts_tokens(kernel):
     tf.random.set_seed(0)
     model = build_model("transformer", 29, num_layers=1, d_model=16, num_heads=2, ff_dim=16, dropout=0.0)
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=LabelSmoothedCrossEntropy(0.1),
-                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")])
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=LabelSmoothedCrossEntropy(0.1, kernel=kernel),
+                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy", kernel=kernel)])
     x, y = batch(), labels()
     history = model.fit(tf.data.Dataset.from_tensors((x, y)).repeat(2), epochs=1, verbose=0)
     logits = model(x, training=False).numpy()  # lr 0: the weights fit saw

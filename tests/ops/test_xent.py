@@ -185,3 +185,30 @@ def test_a_model_built_for_the_fused_loss_hands_it_bfloat16_logits():
     np.testing.assert_array_equal(a.numpy(), np.float32(tf.cast(b, tf.float32)))
     loss = LabelSmoothedCrossEntropy(0.1, kernel="fused")
     assert float(loss(ids, a)) == float(loss(ids, b))
+
+
+@pytest.mark.parametrize("scalar", [False, True])
+@pytest.mark.parametrize("vocab", [1, 7, 16, 33, 8000])
+def test_row_argmax_is_tf_argmax(vocab, scalar, monkeypatch):
+    """The accuracy metric's argmax: tf.argmax's index, ties to the first, both dtypes."""
+    if scalar:
+        monkeypatch.setenv(xent.SCALAR_ENV, "1")
+    rng = np.random.default_rng(vocab)
+    logits = rng.normal(0, 1, (41, vocab)).astype(np.float32)
+    logits[5] = 0.0  # all tied: index 0
+    logits[6, -1] = logits[6].max() + 1.0  # the last column (the 16-lane loop's tail)
+    logits[7] = -np.inf
+    if vocab > 3:
+        logits[8, 1] = logits[8, 3] = logits[8].max() + 1.0  # a tie across columns: the first
+    for dtype in (tf.float32, tf.bfloat16):
+        x = tf.cast(logits, dtype)
+        np.testing.assert_array_equal(xent.row_argmax(x).numpy(),
+                                      tf.argmax(x, -1, output_type=tf.int32).numpy())
+
+
+def test_row_argmax_refuses_bad_shapes():
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        xent.row_argmax(tf.zeros([4]))
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        xent.row_argmax(tf.zeros([4, 0]))
+    assert xent.row_argmax(tf.zeros([0, 5])).shape == (0,)

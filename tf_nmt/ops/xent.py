@@ -56,3 +56,18 @@ def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
     if logits.dtype not in (tf.float32, tf.bfloat16):
         logits = tf.cast(logits, tf.float32)
     return loss_fn(logits)
+
+
+def row_argmax(logits) -> tf.Tensor:
+    """int32 [N]: the index of each row's largest entry of float32 or bfloat16 ``logits`` [N, V]
+    (the first one on ties, NaN entries ignored), as ``tf.argmax(logits, -1)``, in one AVX-512
+    pass: TensorFlow's ArgMax over the [B*T, 8000] logits took about as long as the fused loss.
+
+    Example:
+        >>> row_argmax(tf.constant([[0.1, 2.0, 2.0]])).numpy()
+        array([1], dtype=int32)
+    """
+    logits = tf.convert_to_tensor(logits)
+    if logits.dtype not in (tf.float32, tf.bfloat16):
+        logits = tf.cast(logits, tf.float32)
+    return load_ops().row_argmax(logits)

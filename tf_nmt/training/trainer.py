@@ -80,10 +80,11 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
     if t.jit_compile and ctx.size > 1:
         raise ConfigError(f"train.jit_compile needs one process, not {ctx.size}: Horovod's "
                           "collectives have no XLA kernels")
-    loss = LabelSmoothedCrossEntropy(t.label_smoothing,
-                                     kernel=resolve_loss_kernel(t.loss_kernel, t.jit_compile))
+    loss_kernel = resolve_loss_kernel(t.loss_kernel, t.jit_compile)
+    loss = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=loss_kernel)
     model.compile(optimizer=optimizer, loss=loss,
-                  metrics=[TokenCount(name="tokens"), MaskedAccuracy(name="accuracy")],
+                  metrics=[TokenCount(name="tokens"),
+                           MaskedAccuracy(name="accuracy", kernel=loss_kernel)],
                   jit_compile=t.jit_compile)
     return model
 

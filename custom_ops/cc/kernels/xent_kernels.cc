@@ -133,7 +133,42 @@ TF_NMT_XENT_SIMD void GradSimd(const R* x, int64_t v, float lse, float up, float
     StoreFromFloat(g + j, _mm512_mul_ps(_mm512_sub_ps(e, vs), vu), k);
   }
 }
+
+// The first index of the row's maximum: per lane the first strictly greater value, then the
+// smallest index among the lanes that hold the maximum.
+template <typename R>
+TF_NMT_XENT_SIMD int32_t ArgmaxSimd(const R* x, int64_t v) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 vmax = neg_inf;
+  __m512i vidx = _mm512_setzero_si512();
+  for (int64_t j = 0; j < v; j += 16) {
+    const __mmask16 k = TailMask(v - j);
+    const __m512 xj = _mm512_mask_mov_ps(neg_inf, k, LoadAsFloat(x + j, k));
+    const __mmask16 greater = _mm512_cmp_ps_mask(xj, vmax, _CMP_GT_OQ);
+    vmax = _mm512_mask_mov_ps(vmax, greater, xj);
+    vidx = _mm512_mask_mov_epi32(
+        vidx, greater, _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int32_t>(j))));
+  }
+  const __mmask16 top = _mm512_cmp_ps_mask(vmax, _mm512_set1_ps(_mm512_reduce_max_ps(vmax)),
+                                           _CMP_EQ_OQ);
+  return top ? _mm512_mask_reduce_min_epi32(top, vidx) : 0;
+}
 #endif
+
+template <typename T>
+int32_t ArgmaxScalar(const T* x, int64_t v) {
+  float best = static_cast<float>(x[0]);
+  int32_t at = 0;
+  for (int64_t j = 1; j < v; ++j) {
+    const float xj = static_cast<float>(x[j]);
+    if (xj > best) {
+      best = xj;
+      at = static_cast<int32_t>(j);
+    }
+  }
+  return at;
+}
 
 // AVX-512 F/DQ/BW/VL present and not refused by $TF_NMT_XENT_SCALAR (read per call: tests set it).
 bool UseSimd() {
@@ -302,13 +337,48 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
   float smoothing_ = 0.0f;
 };
 
+template <typename T>
+class RowArgmaxOp : public OpKernel {
+ public:
+  explicit RowArgmaxOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& logits = ctx->input(0);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsMatrix(logits.shape()) && logits.dim_size(1) >= 1,
+                errors::InvalidArgument("logits must be [N, V] with V >= 1, got shape ",
+                                        logits.shape().DebugString()));
+    OP_REQUIRES(ctx, logits.dim_size(1) <= std::numeric_limits<int32_t>::max(),
+                errors::InvalidArgument("V must fit in int32, got ", logits.dim_size(1)));
+    const int64_t n = logits.dim_size(0), v = logits.dim_size(1);
+    Tensor* index_t = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &index_t));
+    const T* x = logits.flat<T>().data();
+    int32_t* index = index_t->flat<int32_t>().data();
+    const bool simd = UseSimd();
+    ForRows(ctx, n, v * 2, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T* row = x + i * v;
+#if TF_NMT_XENT_X86
+        if (simd) {
+          index[i] = ArgmaxSimd(reinterpret_cast<const Raw<T>*>(row), v);
+          continue;
+        }
+#endif
+        index[i] = ArgmaxScalar(row, v);
+      }
+    });
+  }
+};
+
 #define TF_NMT_REGISTER_XENT(T)                                                               \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name("SmoothedSoftmaxXent").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),      \
       SmoothedSoftmaxXentOp<T>);                                                              \
   REGISTER_KERNEL_BUILDER(                                                                    \
       Name("SmoothedSoftmaxXentGrad").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"),  \
-      SmoothedSoftmaxXentGradOp<T>);
+      SmoothedSoftmaxXentGradOp<T>);                                                          \
+  REGISTER_KERNEL_BUILDER(Name("RowArgmax").Device(tensorflow::DEVICE_CPU).TypeConstraint<T>("T"), \
+                          RowArgmaxOp<T>);
 TF_NMT_REGISTER_XENT(float)
 TF_NMT_REGISTER_XENT(Eigen::bfloat16)
 #undef TF_NMT_REGISTER_XENT

@@ -68,4 +68,19 @@ recomputed from the forward's logsumexp; computed in float and, for bfloat16 log
 once to bfloat16.
 )doc");
 
+REGISTER_OP("RowArgmax")
+    .Input("logits: T")
+    .Output("index: int32")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle logits;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &logits));
+      c->set_output(0, c->Vector(c->Dim(logits, 0)));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The index of each row's largest logit (the first one on ties), as tf.argmax(logits, -1) for
+rows without NaN, in one vectorised pass: the training accuracy metric's argmax over [N, V].
+)doc");
+
 }  // namespace tf_nmt
