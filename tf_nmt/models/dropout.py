@@ -23,7 +23,6 @@ DROPOUT_KERNELS = KERNEL_SETTINGS
 _SEED_MAX = 2 ** 62
 
 
-
 @keras.utils.register_keras_serializable(package="tf_nmt")
 class SeededDropout(keras.layers.Dropout):
     """``keras.layers.Dropout`` computed by the C++ seeded dropout op (CPU).

@@ -28,7 +28,7 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
     """``"fused"`` or ``"tf"`` for the setting ``kernel`` of config key ``train.<key>``.
 
     ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
-    (the ops are CPU-only) and the CPU has AVX-512F; XLA (``jit_compile``) cannot compile custom
+    (the ops are CPU-only) and the CPU has AVX-512 (F, DQ, BW, VL); XLA (``jit_compile``) cannot compile custom
     ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a ConfigError, not a
     silent fallback.
     """

@@ -17,12 +17,17 @@ from tf_nmt.utils import machine
 SCALAR_ENV = "TF_NMT_XENT_SCALAR"
 
 
+SIMD_FLAGS = ("avx512f", "avx512dq", "avx512bw", "avx512vl")  # what the row loops need
+
+
 def simd_available() -> bool:
-    """True when the kernels take their AVX-512 loops here (Linux /proc/cpuinfo says avx512f
-    and ``$TF_NMT_XENT_SCALAR`` does not force the scalar loop)."""
+    """True when the kernels take their AVX-512 loops here (Linux /proc/cpuinfo has every flag of
+    :data:`SIMD_FLAGS`, as every AVX-512 Xeon does, and ``$TF_NMT_XENT_SCALAR`` does not force the
+    scalar loop)."""
     if os.environ.get(SCALAR_ENV, "") not in ("", "0"):
         return False
-    return "avx512f" in machine.cpu_flags()
+    flags = machine.cpu_flags()
+    return all(flag in flags for flag in SIMD_FLAGS)
 
 
 def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
