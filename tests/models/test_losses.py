@@ -100,12 +100,12 @@ def test_hand_written_gradient_equals_the_dense_smoothed_target_gradient(eps, ke
 
 
 def test_loss_kernel_choice():
-    """auto takes the fused op where it is fast (AVX-512F, no GPU, library built) and never
-    under XLA; fused under XLA and unknown names are configuration errors."""
+    """auto takes the fused op where it is fast (AVX2 + FMA or AVX-512, no GPU, library built) and
+    never under XLA; fused under XLA and unknown names are configuration errors."""
     assert resolve_loss_kernel("tf") == "tf"
     assert resolve_loss_kernel("fused") == "fused"
     assert resolve_loss_kernel("auto", jit_compile=True) == "tf"
-    fast = xent.simd_available() and not tf.config.list_physical_devices("GPU")
+    fast = xent.cpu_isa() != "scalar" and not tf.config.list_physical_devices("GPU")
     assert resolve_loss_kernel("auto") == ("fused" if fast else "tf")
     with pytest.raises(ConfigError, match="XLA"):
         resolve_loss_kernel("fused", jit_compile=True)

@@ -23,14 +23,21 @@ LAYER_KERNELS = ("dropout", "norm", "loss")
 
 _current: Dict[str, str] = {name: "tf" for name in LAYER_KERNELS}
 
+# The CPUs (xent.cpu_isa) where ``auto`` takes each C++ op: those it has vector loops for. The
+# loss's row loops have 8-lane AVX2 versions; dropout's and layer norm's are AVX-512 only, and
+# their scalar loops are not known to beat TensorFlow's kernels.
+VECTOR_ISAS: Dict[str, tuple] = {"loss_kernel": ("avx2", "avx512"),
+                                 "dropout_kernel": ("avx512",), "norm_kernel": ("avx512",)}
+
 
 def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) -> str:
     """``"fused"`` or ``"tf"`` for the setting ``kernel`` of config key ``train.<key>``.
 
     ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
-    (the ops are CPU-only) and the CPU has AVX-512 (F, DQ, BW, VL); XLA (``jit_compile``) cannot compile custom
-    ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a ConfigError, not a
-    silent fallback.
+    (the ops are CPU-only) and the CPU has the op's vector loops (:data:`VECTOR_ISAS`: AVX2 + FMA
+    or AVX-512 for the loss, AVX-512 for dropout and layer norm); XLA (``jit_compile``) cannot
+    compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a
+    ConfigError, not a silent fallback.
     """
     from tf_nmt.ops import xent
     from tf_nmt.ops.loader import BUILD_HINT, ops_available
@@ -46,7 +53,7 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
         if not ops_available():
             raise ConfigError(f"train.{key}=fused needs the custom-op library. {BUILD_HINT}")
         return "fused"
-    fast = (not jit_compile and xent.simd_available() and ops_available()
+    fast = (not jit_compile and xent.cpu_isa() in VECTOR_ISAS[key] and ops_available()
             and not tf.config.list_physical_devices("GPU"))
     return "fused" if fast else "tf"
 

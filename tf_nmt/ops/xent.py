@@ -2,9 +2,9 @@
 forward and one backward (``custom_ops/cc/kernels/xent_kernels.cc``).
 
 Only the op call and its gradient live here; which kernel the training loss uses is decided in
-:func:`tf_nmt.models.losses.resolve_loss_kernel`. The kernels run on the CPU, with AVX-512 row
-loops where the CPU has AVX-512F (:func:`simd_available`) and a scalar loop elsewhere;
-``TF_NMT_XENT_SCALAR=1`` forces the scalar loop (for tests and comparisons).
+:func:`tf_nmt.models.losses.resolve_loss_kernel`. The kernels run on the CPU with the widest row
+loops the CPU has (:func:`isa`): 16 lanes of AVX-512, 8 of AVX2 + FMA, or a scalar loop.
+``TF_NMT_XENT_ISA`` (``scalar``, ``avx2`` or ``avx512``) caps the width, for tests and comparisons.
 """
 from __future__ import annotations
 
@@ -14,20 +14,35 @@ from tf_nmt.compat import tf
 from tf_nmt.ops.loader import load_ops
 from tf_nmt.utils import machine
 
-SCALAR_ENV = "TF_NMT_XENT_SCALAR"
+ISA_ENV = "TF_NMT_XENT_ISA"
+ISAS = ("scalar", "avx2", "avx512")  # narrowest first
+# The CPU flags each width of row loop needs (every AVX-512 Xeon has the four).
+ISA_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx512f", "avx512dq", "avx512bw", "avx512vl")}
 
 
-SIMD_FLAGS = ("avx512f", "avx512dq", "avx512bw", "avx512vl")  # what the row loops need
+def cpu_isa() -> str:
+    """The widest row loops this CPU runs (from Linux /proc/cpuinfo), as the kernels detect it."""
+    flags = machine.cpu_flags()
+    for isa in reversed(ISAS[1:]):
+        if all(flag in flags for flag in ISA_FLAGS[isa]):
+            return isa
+    return "scalar"
+
+
+def isa() -> str:
+    """The row loops the kernels take here: :func:`cpu_isa`, capped by ``$TF_NMT_XENT_ISA``.
+
+    Raises ValueError for a value of ``$TF_NMT_XENT_ISA`` outside :data:`ISAS` (the kernels
+    refuse it too)."""
+    cap = os.environ.get(ISA_ENV, "") or ISAS[-1]
+    if cap not in ISAS:
+        raise ValueError(f"${ISA_ENV} must be one of {', '.join(ISAS)}, got {cap!r}")
+    return ISAS[min(ISAS.index(cpu_isa()), ISAS.index(cap))]
 
 
 def simd_available() -> bool:
-    """True when the kernels take their AVX-512 loops here (Linux /proc/cpuinfo has every flag of
-    :data:`SIMD_FLAGS`, as every AVX-512 Xeon does, and ``$TF_NMT_XENT_SCALAR`` does not force the
-    scalar loop)."""
-    if os.environ.get(SCALAR_ENV, "") not in ("", "0"):
-        return False
-    flags = machine.cpu_flags()
-    return all(flag in flags for flag in SIMD_FLAGS)
+    """True when the kernels take vector (AVX2 or AVX-512) row loops here."""
+    return isa() != "scalar"
 
 
 def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
@@ -65,7 +80,7 @@ def smoothed_softmax_xent(logits, labels, smoothing: float) -> tf.Tensor:
 
 def row_argmax(logits) -> tf.Tensor:
     """int32 [N]: the index of each row's largest entry of float32 or bfloat16 ``logits`` [N, V]
-    (the first one on ties, NaN entries ignored), as ``tf.argmax(logits, -1)``, in one AVX-512
+    (the first one on ties, NaN entries ignored), as ``tf.argmax(logits, -1)``, in one vector
     pass: TensorFlow's ArgMax over the [B*T, 8000] logits took about as long as the fused loss.
 
     Example:

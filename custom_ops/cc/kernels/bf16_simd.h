@@ -1,5 +1,6 @@
-// bfloat16 <-> float, 16 lanes of AVX-512 at a time, with Eigen's rounding rules, for kernels
-// that read and write bfloat16 tensors but compute in float.
+// bfloat16 <-> float, 16 lanes of AVX-512 or 8 of AVX2 at a time, with Eigen's rounding rules,
+// for kernels that read and write bfloat16 tensors but compute in float; and which of the two
+// instruction sets this CPU has (SimdIsa).
 //
 // Functions carry their own target attribute: the library is built for baseline x86-64 and a
 // kernel calls them only after checking the CPU (__builtin_cpu_supports).
@@ -10,13 +11,34 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #define TF_NMT_BF16_SIMD_AVAILABLE 1
 // Widening and narrowing need AVX-512F only; the masked 16-bit loads and stores need BW and VL.
 #define TF_NMT_AVX512F __attribute__((target("avx512f")))
 #define TF_NMT_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+// The 8-lane loops: AVX2 and FMA (Haswell and later Xeons, AMD Zen).
+#define TF_NMT_AVX2 __attribute__((target("avx2,fma")))
 
 namespace tf_nmt {
+
+// The widest loops a kernel may take, in order: a kernel with a loop for a level takes it when the
+// CPU has it (CpuSimdIsa) and the caller's cap allows it.
+enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// What this CPU (and OS, which must save the ymm/zmm state) supports; detected once.
+inline SimdIsa CpuSimdIsa() {
+  static const SimdIsa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+      return SimdIsa::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdIsa::kAvx2;
+    return SimdIsa::kScalar;
+  }();
+  return isa;
+}
 
 // 16 bfloat16 values (raw bits) widened to float: exact.
 TF_NMT_AVX512F inline __m512 WidenBf16(__m256i h) {
@@ -53,10 +75,72 @@ TF_NMT_AVX512 inline void StoreFromFloat(uint16_t* p, __m512 v, __mmask16 valid)
   _mm256_mask_storeu_epi16(p, valid, NarrowToBf16(v));
 }
 
+// ---- 8 lanes (AVX2) ----
+
+// 8 bfloat16 values (raw bits) widened to float: exact.
+TF_NMT_AVX2 inline __m256 WidenBf16x8(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// NarrowToBf16's rounding (nearest even, quiet NaN with its sign) on 8 lanes.
+TF_NMT_AVX2 inline __m128i NarrowToBf16x8(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i high = _mm256_srli_epi32(bits, 16);
+  const __m256i odd = _mm256_and_si256(high, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd)), 16);
+  const __m256i quiet_nan = _mm256_or_si256(_mm256_and_si256(high, _mm256_set1_epi32(0x8000)),
+                                            _mm256_set1_epi32(0x7FC0));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet_nan, nan);
+  // Every lane is in [0, 0xFFFF], so the signed-to-unsigned pack keeps it exactly.
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+// The first `valid` (at most 8) values at p as float; the other lanes are 0. A short tail goes
+// through a zeroed buffer, so nothing past the row is read.
+TF_NMT_AVX2 inline __m256 LoadAsFloat8(const float* p, int64_t valid) {
+  if (valid >= 8) return _mm256_loadu_ps(p);
+  alignas(32) float buf[8] = {0.0f};
+  std::memcpy(buf, p, sizeof(float) * valid);
+  return _mm256_load_ps(buf);
+}
+TF_NMT_AVX2 inline __m256 LoadAsFloat8(const uint16_t* p, int64_t valid) {
+  if (valid >= 8) return WidenBf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) uint16_t buf[8] = {0};
+  std::memcpy(buf, p, sizeof(uint16_t) * valid);
+  return WidenBf16x8(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+}
+
+// The first `valid` (at most 8) lanes of v stored at p (as float, or rounded to bfloat16 bits).
+TF_NMT_AVX2 inline void StoreFromFloat8(float* p, __m256 v, int64_t valid) {
+  if (valid >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, v);
+  std::memcpy(p, buf, sizeof(float) * valid);
+}
+TF_NMT_AVX2 inline void StoreFromFloat8(uint16_t* p, __m256 v, int64_t valid) {
+  const __m128i h = NarrowToBf16x8(v);
+  if (valid >= 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+    return;
+  }
+  alignas(16) uint16_t buf[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(buf), h);
+  std::memcpy(p, buf, sizeof(uint16_t) * valid);
+}
+
 }  // namespace tf_nmt
 
 #else
 #define TF_NMT_BF16_SIMD_AVAILABLE 0
+namespace tf_nmt {
+enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+inline SimdIsa CpuSimdIsa() { return SimdIsa::kScalar; }  // not x86-64: the scalar loops
+}  // namespace tf_nmt
 #endif
 
 #endif  // TF_NMT_BF16_SIMD_H_

@@ -1,17 +1,20 @@
 // CPU kernels for SmoothedSoftmaxXent and its gradient: the training loss over [N, V] logits in
 // one pass each way (the TF composition makes about eight: the sparse cross-entropy kernel, the
-// mean for the smoothing term, and the gradient's multiply, subtract and scatter).
+// mean for the smoothing term, and the gradient's multiply, subtract and scatter); and RowArgmax.
 //
-// Rows are split over TF's intra-op threads. On CPUs with AVX-512F the row loops use 16-wide
-// code compiled with a per-function target attribute (the library itself is built for baseline
-// x86-64) and a polynomial exp (range reduction by ln 2, a degree-7 polynomial, relative error
-// about 2e-7); elsewhere, or with TF_NMT_XENT_SCALAR=1, a scalar loop with std::exp. Both give
-// the same function within float rounding; the tests compare them with TensorFlow's kernels.
+// Rows are split over TF's intra-op threads. The row loops come in three widths, chosen per call
+// (ChooseIsa): 16 lanes where the CPU has AVX-512 (F, DQ, BW, VL: every AVX-512 Xeon), 8 lanes
+// where it has AVX2 and FMA (earlier Xeons, AMD Zen 1-3), and a scalar loop with std::exp
+// elsewhere. $TF_NMT_XENT_ISA (scalar, avx2 or avx512) caps the width, for tests and comparisons.
+// The library itself is built for baseline x86-64: the wide loops carry per-function target
+// attributes. Their exp is a polynomial (range reduction by ln 2, a degree-7 polynomial, relative
+// error about 2e-7), so all widths give the same function within float rounding; the tests compare
+// them with each other and with TensorFlow's kernels.
 //
 // Logits may be float32 or bfloat16 (mixed precision: the model's projection then hands its
 // bfloat16 product straight to the loss instead of casting [N, V] to float32 and the gradient
 // back). Either way every value is widened to float and computed in float; a bfloat16 gradient
-// is rounded once, when stored. The AVX-512 loops need F, DQ, BW and VL (every AVX-512 Xeon).
+// is rounded once, when stored.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +33,7 @@
 #define TF_NMT_XENT_X86 1
 #define TF_NMT_XENT_SIMD TF_NMT_AVX512
 #define TF_NMT_XENT_SIMD_INLINE TF_NMT_XENT_SIMD __attribute__((always_inline)) inline
+#define TF_NMT_XENT_AVX2_INLINE TF_NMT_AVX2 __attribute__((always_inline)) inline
 #else
 #define TF_NMT_XENT_X86 0
 #endif
@@ -154,6 +158,109 @@ TF_NMT_XENT_SIMD int32_t ArgmaxSimd(const R* x, int64_t v) {
                                            _CMP_EQ_OQ);
   return top ? _mm512_mask_reduce_min_epi32(top, vidx) : 0;
 }
+
+// ---- AVX2 path: the same loops, 8 lanes ----
+
+// Exp16's method on 8 lanes; 2^n (n in [-150, 128]) as the product of two powers of two built in
+// the exponent field, since AVX2 has no scalef.
+TF_NMT_XENT_AVX2_INLINE __m256 Exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);  // n = half + rest, both in [-75, 64]
+  const __m256i rest = _mm256_sub_epi32(ni, half);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+  const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, a), b);
+}
+
+// Lanes [0, left) all ones, the others zero (as a float mask for blendv).
+TF_NMT_XENT_AVX2_INLINE __m256 LaneMask8(int64_t left) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left < 8 ? left : 8)), lanes));
+}
+
+TF_NMT_XENT_AVX2_INLINE float HorizontalMax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+TF_NMT_XENT_AVX2_INLINE float HorizontalSum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <typename R>
+TF_NMT_AVX2 RowStats StatsAvx2(const R* x, int64_t v) {
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 vmax = neg_inf, vsum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < v; j += 8) {
+    const __m256 xj = LoadAsFloat8(x + j, v - j);  // 0 in the lanes past the row
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, xj, LaneMask8(v - j)));
+    vsum = _mm256_add_ps(vsum, xj);
+  }
+  const float m = HorizontalMax8(vmax);
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 ve = _mm256_setzero_ps();
+  for (int64_t j = 0; j < v; j += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(LoadAsFloat8(x + j, v - j), vm));
+    ve = _mm256_add_ps(ve, _mm256_and_ps(e, LaneMask8(v - j)));
+  }
+  return {m, HorizontalSum8(vsum), HorizontalSum8(ve)};
+}
+
+template <typename R>
+TF_NMT_AVX2 void GradAvx2(const R* x, int64_t v, float lse, float up, float shift, R* g) {
+  const __m256 vl = _mm256_set1_ps(lse), vs = _mm256_set1_ps(shift), vu = _mm256_set1_ps(up);
+  for (int64_t j = 0; j < v; j += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(LoadAsFloat8(x + j, v - j), vl));
+    StoreFromFloat8(g + j, _mm256_mul_ps(_mm256_sub_ps(e, vs), vu), v - j);
+  }
+}
+
+// ArgmaxSimd on 8 lanes.
+template <typename R>
+TF_NMT_AVX2 int32_t ArgmaxAvx2(const R* x, int64_t v) {
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 vmax = neg_inf;
+  __m256i vidx = _mm256_setzero_si256();
+  for (int64_t j = 0; j < v; j += 8) {
+    const __m256 xj = _mm256_blendv_ps(neg_inf, LoadAsFloat8(x + j, v - j), LaneMask8(v - j));
+    const __m256 greater = _mm256_cmp_ps(xj, vmax, _CMP_GT_OQ);
+    vmax = _mm256_blendv_ps(vmax, xj, greater);
+    vidx = _mm256_blendv_epi8(
+        vidx, _mm256_add_epi32(lanes, _mm256_set1_epi32(static_cast<int32_t>(j))),
+        _mm256_castps_si256(greater));
+  }
+  const float m = HorizontalMax8(vmax);
+  alignas(32) float maxes[8];
+  alignas(32) int32_t index[8];
+  _mm256_store_ps(maxes, vmax);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(index), vidx);
+  int32_t best = std::numeric_limits<int32_t>::max();
+  for (int k = 0; k < 8; ++k) {
+    if (maxes[k] == m && index[k] < best) best = index[k];
+  }
+  return best == std::numeric_limits<int32_t>::max() ? 0 : best;
+}
 #endif
 
 template <typename T>
@@ -170,34 +277,52 @@ int32_t ArgmaxScalar(const T* x, int64_t v) {
   return at;
 }
 
-// AVX-512 F/DQ/BW/VL present and not refused by $TF_NMT_XENT_SCALAR (read per call: tests set it).
-bool UseSimd() {
+constexpr char kIsaEnv[] = "TF_NMT_XENT_ISA";
+
+// The widest loops this call takes: the CPU's (CpuSimdIsa), capped by $TF_NMT_XENT_ISA (read per
+// call: tests set it). An unknown value is an error, not a silent choice.
+absl::Status ChooseIsa(SimdIsa* isa) {
+  SimdIsa cap = SimdIsa::kAvx512;
+  const char* v = std::getenv(kIsaEnv);
+  if (v != nullptr && v[0] != '\0') {
+    if (std::strcmp(v, "scalar") == 0) {
+      cap = SimdIsa::kScalar;
+    } else if (std::strcmp(v, "avx2") == 0) {
+      cap = SimdIsa::kAvx2;
+    } else if (std::strcmp(v, "avx512") != 0) {
+      return errors::InvalidArgument("$", kIsaEnv, " must be scalar, avx2 or avx512, got '", v,
+                                     "'");
+    }
+  }
 #if TF_NMT_XENT_X86
-  static const bool cpu = [] {
-    __builtin_cpu_init();  // also checks that the OS saves the zmm state
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  const char* v = std::getenv("TF_NMT_XENT_SCALAR");
-  return cpu && (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0);
+  *isa = std::min(CpuSimdIsa(), cap);
 #else
-  return false;
+  *isa = SimdIsa::kScalar;
 #endif
+  return absl::OkStatus();
 }
 
 template <typename T>
-RowStats Stats(const T* row, int64_t v, bool simd) {
+RowStats Stats(const T* row, int64_t v, SimdIsa isa) {
 #if TF_NMT_XENT_X86
-  if (simd) return StatsSimd(reinterpret_cast<const Raw<T>*>(row), v);
+  const auto* raw = reinterpret_cast<const Raw<T>*>(row);
+  if (isa == SimdIsa::kAvx512) return StatsSimd(raw, v);
+  if (isa == SimdIsa::kAvx2) return StatsAvx2(raw, v);
 #endif
   return StatsScalar(row, v);
 }
 
 template <typename T>
-void Grad(const T* row, int64_t v, float lse, float up, float shift, T* out, bool simd) {
+void Grad(const T* row, int64_t v, float lse, float up, float shift, T* out, SimdIsa isa) {
 #if TF_NMT_XENT_X86
-  if (simd) {
-    GradSimd(reinterpret_cast<const Raw<T>*>(row), v, lse, up, shift, reinterpret_cast<Raw<T>*>(out));
+  const auto* raw = reinterpret_cast<const Raw<T>*>(row);
+  auto* raw_out = reinterpret_cast<Raw<T>*>(out);
+  if (isa == SimdIsa::kAvx512) {
+    GradSimd(raw, v, lse, up, shift, raw_out);
+    return;
+  }
+  if (isa == SimdIsa::kAvx2) {
+    GradAvx2(raw, v, lse, up, shift, raw_out);
     return;
   }
 #endif
@@ -261,11 +386,12 @@ class SmoothedSoftmaxXentOp : public OpKernel {
     float* loss = loss_t->flat<float>().data();
     float* lse_out = lse_t->flat<float>().data();
     const float eps = smoothing_;
-    const bool simd = UseSimd();
+    SimdIsa isa;
+    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
     ForRows(ctx, n, v * 12, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T* row = x + i * v;
-        const RowStats st = Stats(row, v, simd);
+        const RowStats st = Stats(row, v, isa);
         // A NaN or infinite logit makes the sum non-finite (the SIMD max and exp may drop a NaN
         // lane): then the row's log-sum-exp, loss and gradient are NaN, so training sees it.
         const float lse = std::isfinite(st.sum) ? st.max + std::log(st.sum_exp)
@@ -310,7 +436,8 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
     const float* up = up_t.flat<float>().data();
     T* g = grad_t->flat<T>().data();
     const float eps = smoothing_, shift = smoothing_ / static_cast<float>(v);
-    const bool simd = UseSimd();
+    SimdIsa isa;
+    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
     ForRows(ctx, n, v * 10, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         T* out = g + i * v;
@@ -326,7 +453,7 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
         // The label's entry, read before an in-place write replaces the row: softmax - q there
         // is computed in float and rounded once.
         const float at_label = static_cast<float>(row[y[i]]);
-        Grad(row, v, lse[i], up[i], shift, out, simd);
+        Grad(row, v, lse[i], up[i], shift, out, isa);
         out[y[i]] = static_cast<T>((std::exp(at_label - lse[i]) - shift) * up[i] -
                                    (1.0f - eps) * up[i]);
       }
@@ -354,13 +481,18 @@ class RowArgmaxOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &index_t));
     const T* x = logits.flat<T>().data();
     int32_t* index = index_t->flat<int32_t>().data();
-    const bool simd = UseSimd();
+    SimdIsa isa;
+    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
     ForRows(ctx, n, v * 2, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T* row = x + i * v;
 #if TF_NMT_XENT_X86
-        if (simd) {
+        if (isa == SimdIsa::kAvx512) {
           index[i] = ArgmaxSimd(reinterpret_cast<const Raw<T>*>(row), v);
+          continue;
+        }
+        if (isa == SimdIsa::kAvx2) {
+          index[i] = ArgmaxAvx2(reinterpret_cast<const Raw<T>*>(row), v);
           continue;
         }
 #endif
