@@ -8,7 +8,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError
 from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
                                   label_smoothed_nll, resolve_loss_kernel)
-from tf_nmt.ops import xent
+from tf_nmt.ops import isa
 
 KERNELS = ["tf", "fused"]
 
@@ -105,7 +105,7 @@ def test_loss_kernel_choice():
     assert resolve_loss_kernel("tf") == "tf"
     assert resolve_loss_kernel("fused") == "fused"
     assert resolve_loss_kernel("auto", jit_compile=True) == "tf"
-    fast = xent.cpu_isa() != "scalar" and not tf.config.list_physical_devices("GPU")
+    fast = isa.cpu_isa() != "scalar" and not tf.config.list_physical_devices("GPU")
     assert resolve_loss_kernel("auto") == ("fused" if fast else "tf")
     with pytest.raises(ConfigError, match="XLA"):
         resolve_loss_kernel("fused", jit_compile=True)

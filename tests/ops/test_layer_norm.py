@@ -1,5 +1,6 @@
-"""The C++ fused layer norm against a NumPy reference (float64), its SIMD and scalar loops, its
-gradient, its errors, and the Keras layer / kernel choice built on it."""
+"""The C++ fused layer norm against a NumPy reference (float64), every row-loop width the CPU runs
+(AVX-512, AVX2, scalar), its gradient, its errors, and the Keras layer / kernel choice built on
+it."""
 import numpy as np
 import pytest
 
@@ -9,7 +10,8 @@ from tf_nmt.models import kernels
 from tf_nmt.models.kernels import use_kernels
 from tf_nmt.models.layer_norm import FusedLayerNormalization, make_layer_norm, resolve_norm_kernel
 from tf_nmt.ops import load_ops, ops_available
-from tf_nmt.ops.layer_norm import SCALAR_ENV, fused_layer_norm
+from tf_nmt.ops import isa as simd
+from tf_nmt.ops.layer_norm import ISA_ENV, fused_layer_norm
 
 pytestmark = pytest.mark.skipif(not ops_available(), reason="custom-op library not built")
 
@@ -46,20 +48,28 @@ def data(shape, seed=0):
             rng.normal(size=d).astype(np.float32), rng.normal(size=shape).astype(np.float32))
 
 
-@pytest.mark.parametrize("scalar", [False, True])
+def runnable(isa: str) -> None:
+    if isa not in simd.runnable():
+        pytest.skip(f"this CPU has no {isa} (it runs {', '.join(simd.runnable())})")
+
+
+@pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_float32_matches_the_reference(shape, scalar, monkeypatch):
-    if scalar:
-        monkeypatch.setenv(SCALAR_ENV, "1")
+def test_float32_matches_the_reference(shape, isa, monkeypatch):
+    runnable(isa)
+    monkeypatch.setenv(ISA_ENV, isa)
     args = data(shape)
     for got, want in zip(fused(*args), reference(*args)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize("shape", [(2, 5, 256), (7, 300)])
-def test_bfloat16_is_normalised_in_float_and_rounded(shape):
+@pytest.mark.parametrize("isa", simd.ISAS)
+@pytest.mark.parametrize("shape", [(2, 5, 256), (7, 300), (3, 13)])
+def test_bfloat16_is_normalised_in_float_and_rounded(shape, isa, monkeypatch):
     """bfloat16 in and out, float inside: the output is the float result rounded to bfloat16 (so
     within one bfloat16 step of the reference), as Keras's mixed-precision layer does."""
+    runnable(isa)
+    monkeypatch.setenv(ISA_ENV, isa)
     x, gamma, beta, dy = data(shape)
     x16 = np.asarray(tf.cast(tf.cast(x, tf.bfloat16), tf.float32))  # what the kernel reads
     dy16 = np.asarray(tf.cast(tf.cast(dy, tf.bfloat16), tf.float32))
@@ -71,12 +81,21 @@ def test_bfloat16_is_normalised_in_float_and_rounded(shape):
     np.testing.assert_allclose(dbeta, rdbeta, rtol=1e-4, atol=1e-3)
 
 
-def test_simd_and_scalar_loops_agree(monkeypatch):
-    args = data((64, 256), seed=3)
-    simd = fused(*args)
-    monkeypatch.setenv(SCALAR_ENV, "1")
-    for a, b in zip(simd, fused(*args)):
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_vector_and_scalar_loops_agree(isa, monkeypatch):
+    runnable(isa)
+    args = data((64, 260), seed=3)
+    monkeypatch.setenv(ISA_ENV, isa)
+    vector = fused(*args)
+    monkeypatch.setenv(ISA_ENV, "scalar")
+    for a, b in zip(vector, fused(*args)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unknown_width_is_refused(monkeypatch):
+    monkeypatch.setenv(ISA_ENV, "sse9")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="TF_NMT_LAYER_NORM_ISA"):
+        fused(*data((2, 16)))
 
 
 def test_matches_keras_layer_norm_with_the_same_weights():

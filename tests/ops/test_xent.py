@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tf_nmt.compat import tf
+from tf_nmt.ops import isa as simd
 from tf_nmt.ops import xent
 from tf_nmt.ops.loader import load_ops
 
@@ -34,8 +35,7 @@ def run(logits, labels, eps, upstream=None):
     return loss.numpy(), tape.gradient(loss, x, output_gradients=up).numpy()
 
 
-# The row-loop widths this CPU can run (the test parametrisations skip the others).
-RUNNABLE = xent.ISAS[:xent.ISAS.index(xent.cpu_isa()) + 1]
+RUNNABLE = simd.runnable()  # the row-loop widths this CPU can run; the others are skipped
 
 
 def runnable(isa: str) -> None:
@@ -43,7 +43,7 @@ def runnable(isa: str) -> None:
         pytest.skip(f"this CPU has no {isa} (it runs {', '.join(RUNNABLE)})")
 
 
-@pytest.mark.parametrize("isa", xent.ISAS)
+@pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.35])
 @pytest.mark.parametrize("vocab", [1, 7, 9, 16, 33, 1000])  # the 8- and 16-lane loops' tails
 def test_loss_and_gradient_match_the_reference(eps, vocab, isa, monkeypatch):
@@ -59,7 +59,7 @@ def test_loss_and_gradient_match_the_reference(eps, vocab, isa, monkeypatch):
     np.testing.assert_allclose(grad, ref_grad, rtol=5e-6, atol=2e-6)
 
 
-@pytest.mark.parametrize("isa", xent.ISAS)
+@pytest.mark.parametrize("isa", simd.ISAS)
 def test_extreme_logits_stay_finite_and_exact(isa, monkeypatch):
     runnable(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
@@ -93,7 +93,7 @@ def test_logits_are_unchanged_after_the_gradient():
     np.testing.assert_array_equal(x.numpy(), before)
 
 
-@pytest.mark.parametrize("isa", xent.ISAS)
+@pytest.mark.parametrize("isa", simd.ISAS)
 def test_nan_logits_give_nan_loss_and_gradient(isa, monkeypatch):
     runnable(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
@@ -124,6 +124,7 @@ def test_bad_shapes_and_smoothing_are_refused():
 
 _SCALAR_CHILD = """
 import sys, numpy as np
+from tf_nmt.ops import isa as simd
 from tf_nmt.ops import xent
 from tf_nmt.compat import tf
 rng = np.random.default_rng(5)
@@ -159,7 +160,7 @@ def test_isa_follows_the_cpu_and_the_cap(monkeypatch):
     want = ("avx512" if all(f in flags for f in ("avx512f", "avx512dq", "avx512bw", "avx512vl"))
             else "avx2" if "avx2" in flags and "fma" in flags else "scalar")
     monkeypatch.delenv(xent.ISA_ENV, raising=False)
-    assert xent.cpu_isa() == xent.isa() == want
+    assert simd.cpu_isa() == xent.isa() == want
     monkeypatch.setenv(xent.ISA_ENV, "scalar")
     assert xent.isa() == "scalar" and not xent.simd_available()
     monkeypatch.setenv(xent.ISA_ENV, "avx512")
@@ -171,7 +172,7 @@ def test_isa_follows_the_cpu_and_the_cap(monkeypatch):
         xent.row_argmax(tf.zeros([2, 3]))
 
 
-@pytest.mark.parametrize("isa", xent.ISAS)
+@pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("vocab", [7, 33, 1000])
 def test_bfloat16_logits_are_read_as_float(vocab, isa, monkeypatch):
     """Mixed precision: bfloat16 logits give the float32 result of the same (rounded) values, and
@@ -228,7 +229,7 @@ def test_a_model_built_for_the_fused_loss_hands_it_bfloat16_logits():
     assert float(loss(ids, a)) == float(loss(ids, b))
 
 
-@pytest.mark.parametrize("isa", xent.ISAS)
+@pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("vocab", [1, 7, 8, 9, 16, 33, 8000])
 def test_row_argmax_is_tf_argmax(vocab, isa, monkeypatch):
     """The accuracy metric's argmax: tf.argmax's index, ties to the first, both dtypes, with every

@@ -23,11 +23,11 @@ LAYER_KERNELS = ("dropout", "norm", "loss")
 
 _current: Dict[str, str] = {name: "tf" for name in LAYER_KERNELS}
 
-# The CPUs (xent.cpu_isa) where ``auto`` takes each C++ op: those it has vector loops for. The
-# loss's row loops have 8-lane AVX2 versions; dropout's and layer norm's are AVX-512 only, and
-# their scalar loops are not known to beat TensorFlow's kernels.
+# The CPUs (tf_nmt.ops.isa.cpu_isa) where ``auto`` takes each C++ op: those it has vector loops
+# for. The loss's and layer norm's row loops have 8-lane AVX2 versions; dropout's hash needs
+# AVX-512DQ's 64-bit multiply, so it has AVX-512 and scalar loops only.
 VECTOR_ISAS: Dict[str, tuple] = {"loss_kernel": ("avx2", "avx512"),
-                                 "dropout_kernel": ("avx512",), "norm_kernel": ("avx512",)}
+                                 "norm_kernel": ("avx2", "avx512"), "dropout_kernel": ("avx512",)}
 
 
 def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) -> str:
@@ -35,11 +35,11 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
 
     ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
     (the ops are CPU-only) and the CPU has the op's vector loops (:data:`VECTOR_ISAS`: AVX2 + FMA
-    or AVX-512 for the loss, AVX-512 for dropout and layer norm); XLA (``jit_compile``) cannot
+    or AVX-512 for the loss and layer norm, AVX-512 for dropout); XLA (``jit_compile``) cannot
     compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a
     ConfigError, not a silent fallback.
     """
-    from tf_nmt.ops import xent
+    from tf_nmt.ops import isa
     from tf_nmt.ops.loader import BUILD_HINT, ops_available
 
     if kernel not in KERNEL_SETTINGS:
@@ -53,7 +53,7 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
         if not ops_available():
             raise ConfigError(f"train.{key}=fused needs the custom-op library. {BUILD_HINT}")
         return "fused"
-    fast = (not jit_compile and xent.cpu_isa() in VECTOR_ISAS[key] and ops_available()
+    fast = (not jit_compile and isa.cpu_isa() in VECTOR_ISAS[key] and ops_available()
             and not tf.config.list_physical_devices("GPU"))
     return "fused" if fast else "tf"
 

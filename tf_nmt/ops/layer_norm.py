@@ -4,15 +4,16 @@ batch_normalization and, under mixed bfloat16, two casts) that it takes for epsi
 
 Only the op call and its gradient live here; which layer norm the models use is decided in
 :func:`tf_nmt.models.layer_norm.resolve_norm_kernel`. The kernels run on the CPU, float32 and
-bfloat16 (computed in float), with AVX-512 row loops where the CPU has them and a scalar loop
-elsewhere; ``TF_NMT_LAYER_NORM_SCALAR=1`` forces the scalar loop (tests and comparisons).
+bfloat16 (computed in float), with 16-lane AVX-512 or 8-lane AVX2 row loops where the CPU has
+them and a scalar loop elsewhere; ``TF_NMT_LAYER_NORM_ISA`` (``scalar``, ``avx2`` or ``avx512``)
+caps the width (tests and comparisons; see :mod:`tf_nmt.ops.isa`).
 """
 from __future__ import annotations
 
 from tf_nmt.compat import tf
 from tf_nmt.ops.loader import load_ops
 
-SCALAR_ENV = "TF_NMT_LAYER_NORM_SCALAR"
+ISA_ENV = "TF_NMT_LAYER_NORM_ISA"  # caps the row loops (tf_nmt.ops.isa.capped)
 
 
 def fused_layer_norm(x, gamma, beta, epsilon: float) -> tf.Tensor:

@@ -8,36 +8,17 @@ loops the CPU has (:func:`isa`): 16 lanes of AVX-512, 8 of AVX2 + FMA, or a scal
 """
 from __future__ import annotations
 
-import os
-
 from tf_nmt.compat import tf
+from tf_nmt.ops import isa as simd
 from tf_nmt.ops.loader import load_ops
-from tf_nmt.utils import machine
 
-ISA_ENV = "TF_NMT_XENT_ISA"
-ISAS = ("scalar", "avx2", "avx512")  # narrowest first
-# The CPU flags each width of row loop needs (every AVX-512 Xeon has the four).
-ISA_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx512f", "avx512dq", "avx512bw", "avx512vl")}
-
-
-def cpu_isa() -> str:
-    """The widest row loops this CPU runs (from Linux /proc/cpuinfo), as the kernels detect it."""
-    flags = machine.cpu_flags()
-    for isa in reversed(ISAS[1:]):
-        if all(flag in flags for flag in ISA_FLAGS[isa]):
-            return isa
-    return "scalar"
+ISA_ENV = "TF_NMT_XENT_ISA"  # caps the row loops: scalar, avx2 or avx512 (tf_nmt.ops.isa)
 
 
 def isa() -> str:
-    """The row loops the kernels take here: :func:`cpu_isa`, capped by ``$TF_NMT_XENT_ISA``.
-
-    Raises ValueError for a value of ``$TF_NMT_XENT_ISA`` outside :data:`ISAS` (the kernels
-    refuse it too)."""
-    cap = os.environ.get(ISA_ENV, "") or ISAS[-1]
-    if cap not in ISAS:
-        raise ValueError(f"${ISA_ENV} must be one of {', '.join(ISAS)}, got {cap!r}")
-    return ISAS[min(ISAS.index(cpu_isa()), ISAS.index(cap))]
+    """The row loops the kernels take here: the CPU's widest, capped by ``$TF_NMT_XENT_ISA``
+    (ValueError for a value outside :data:`tf_nmt.ops.isa.ISAS`)."""
+    return simd.capped(ISA_ENV)
 
 
 def simd_available() -> bool:

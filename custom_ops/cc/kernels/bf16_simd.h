@@ -7,11 +7,23 @@
 #ifndef TF_NMT_BF16_SIMD_H_
 #define TF_NMT_BF16_SIMD_H_
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tf_nmt {
+// The widest loops a kernel may take, in order: a kernel with a loop for a level takes it when the
+// CPU has it (CpuSimdIsa) and the caller's cap allows it (ChooseSimdIsa).
+enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+}  // namespace tf_nmt
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #define TF_NMT_BF16_SIMD_AVAILABLE 1
 // Widening and narrowing need AVX-512F only; the masked 16-bit loads and stores need BW and VL.
@@ -21,10 +33,6 @@
 #define TF_NMT_AVX2 __attribute__((target("avx2,fma")))
 
 namespace tf_nmt {
-
-// The widest loops a kernel may take, in order: a kernel with a loop for a level takes it when the
-// CPU has it (CpuSimdIsa) and the caller's cap allows it.
-enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // What this CPU (and OS, which must save the ymm/zmm state) supports; detected once.
 inline SimdIsa CpuSimdIsa() {
@@ -97,6 +105,27 @@ TF_NMT_AVX2 inline __m128i NarrowToBf16x8(__m256 v) {
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+// Lanes [0, left) all ones, the others zero (left may exceed 8), as a float mask for blendv/and.
+TF_NMT_AVX2 inline __m256 LaneMask8(int64_t left) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left < 8 ? left : 8)), lanes));
+}
+
+TF_NMT_AVX2 inline float HorizontalMax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+TF_NMT_AVX2 inline float HorizontalSum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // The first `valid` (at most 8) values at p as float; the other lanes are 0. A short tail goes
 // through a zeroed buffer, so nothing past the row is read.
 TF_NMT_AVX2 inline __m256 LoadAsFloat8(const float* p, int64_t valid) {
@@ -138,9 +167,30 @@ TF_NMT_AVX2 inline void StoreFromFloat8(uint16_t* p, __m256 v, int64_t valid) {
 #else
 #define TF_NMT_BF16_SIMD_AVAILABLE 0
 namespace tf_nmt {
-enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline SimdIsa CpuSimdIsa() { return SimdIsa::kScalar; }  // not x86-64: the scalar loops
 }  // namespace tf_nmt
 #endif
+
+namespace tf_nmt {
+// The loops a kernel call takes: the CPU's (CpuSimdIsa), capped by the environment variable
+// `env` ("scalar", "avx2" or "avx512"; unset or empty: no cap), read per call so tests can set
+// it. An unknown value is an InvalidArgument error, not a silent choice.
+inline absl::Status ChooseSimdIsa(const char* env, SimdIsa* isa) {
+  SimdIsa cap = SimdIsa::kAvx512;
+  const char* v = std::getenv(env);
+  if (v != nullptr && v[0] != '\0') {
+    if (std::strcmp(v, "scalar") == 0) {
+      cap = SimdIsa::kScalar;
+    } else if (std::strcmp(v, "avx2") == 0) {
+      cap = SimdIsa::kAvx2;
+    } else if (std::strcmp(v, "avx512") != 0) {
+      return absl::InvalidArgumentError(std::string("$") + env +
+                                        " must be scalar, avx2 or avx512, got '" + v + "'");
+    }
+  }
+  *isa = std::min(CpuSimdIsa(), cap);
+  return absl::OkStatus();
+}
+}  // namespace tf_nmt
 
 #endif  // TF_NMT_BF16_SIMD_H_

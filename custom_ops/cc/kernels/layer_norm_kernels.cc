@@ -8,8 +8,9 @@
 //
 // Rows are split over TF's intra-op threads in blocks of kRows. dgamma and dbeta are summed per
 // block, then the blocks are added in order, so results do not depend on the thread count. On
-// CPUs with AVX-512 (F, DQ, BW, VL) rows run 16 lanes at a time; elsewhere, or with
-// TF_NMT_LAYER_NORM_SCALAR=1, a scalar loop computes the same formulas (summation order differs).
+// CPUs with AVX-512 (F, DQ, BW, VL) rows run 16 lanes at a time, on CPUs with AVX2 and FMA 8
+// lanes, elsewhere a scalar loop computes the same formulas (summation order differs);
+// $TF_NMT_LAYER_NORM_ISA (scalar, avx2 or avx512) caps the width, for tests and comparisons.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -39,20 +40,7 @@ constexpr int64_t kRows = 32;  // rows per work unit and per dgamma/dbeta partia
 template <typename T>
 using Raw = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
 
-// AVX-512 F/DQ/BW/VL present and not refused by $TF_NMT_LAYER_NORM_SCALAR (read per call).
-bool UseSimd() {
-#if TF_NMT_BF16_SIMD_AVAILABLE
-  static const bool cpu = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  const char* v = std::getenv("TF_NMT_LAYER_NORM_SCALAR");
-  return cpu && (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0);
-#else
-  return false;
-#endif
-}
+constexpr char kIsaEnv[] = "TF_NMT_LAYER_NORM_ISA";  // caps the row loops (ChooseSimdIsa)
 
 // ---- scalar loops ---------------------------------------------------------------------------
 
@@ -161,17 +149,75 @@ TF_NMT_AVX512 void BackwardRowSimd(const R* dy, const R* x, const float* gamma, 
     StoreFromFloat(dx + c, _mm512_mul_ps(vrstd, inner), valid);
   }
 }
+
+// ---- AVX2 loops: the AVX-512 loops' arithmetic, 8 lanes ----------------------------------------
+
+template <typename R>
+TF_NMT_AVX2 void ForwardRowAvx2(const R* x, const float* gamma, const float* beta, R* y,
+                                int64_t d, float epsilon, float* mean_out, float* rstd_out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; c += 8) acc = _mm256_add_ps(acc, LoadAsFloat8(x + c, d - c));
+  const float mean = HorizontalSum8(acc) / static_cast<float>(d);
+  const __m256 vmean = _mm256_set1_ps(mean);
+  acc = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; c += 8) {
+    const __m256 diff =
+        _mm256_and_ps(_mm256_sub_ps(LoadAsFloat8(x + c, d - c), vmean), LaneMask8(d - c));
+    acc = _mm256_fmadd_ps(diff, diff, acc);
+  }
+  const float rstd = 1.0f / std::sqrt(HorizontalSum8(acc) / static_cast<float>(d) + epsilon);
+  const __m256 vrstd = _mm256_set1_ps(rstd);
+  for (int64_t c = 0; c < d; c += 8) {
+    const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(LoadAsFloat8(x + c, d - c), vmean), vrstd);
+    const __m256 out =
+        _mm256_fmadd_ps(xhat, LoadAsFloat8(gamma + c, d - c), LoadAsFloat8(beta + c, d - c));
+    StoreFromFloat8(y + c, out, d - c);
+  }
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+// Lanes past the row read 0 for dy and gamma, so they add nothing to the sums.
+template <typename R>
+TF_NMT_AVX2 void BackwardRowAvx2(const R* dy, const R* x, const float* gamma, float mean,
+                                 float rstd, R* dx, int64_t d, float* dgamma, float* dbeta) {
+  const __m256 vmean = _mm256_set1_ps(mean), vrstd = _mm256_set1_ps(rstd);
+  __m256 acc_g = _mm256_setzero_ps(), acc_gx = _mm256_setzero_ps();
+  for (int64_t c = 0; c < d; c += 8) {
+    const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(LoadAsFloat8(x + c, d - c), vmean), vrstd);
+    const __m256 up = LoadAsFloat8(dy + c, d - c);
+    const __m256 g = _mm256_mul_ps(up, LoadAsFloat8(gamma + c, d - c));
+    acc_g = _mm256_add_ps(acc_g, g);
+    acc_gx = _mm256_fmadd_ps(g, xhat, acc_gx);
+    StoreFromFloat8(dgamma + c, _mm256_fmadd_ps(up, xhat, LoadAsFloat8(dgamma + c, d - c)), d - c);
+    StoreFromFloat8(dbeta + c, _mm256_add_ps(up, LoadAsFloat8(dbeta + c, d - c)), d - c);
+  }
+  const __m256 va = _mm256_set1_ps(HorizontalSum8(acc_g) / static_cast<float>(d));
+  const __m256 vb = _mm256_set1_ps(HorizontalSum8(acc_gx) / static_cast<float>(d));
+  for (int64_t c = 0; c < d; c += 8) {
+    const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(LoadAsFloat8(x + c, d - c), vmean), vrstd);
+    const __m256 g = _mm256_mul_ps(LoadAsFloat8(dy + c, d - c), LoadAsFloat8(gamma + c, d - c));
+    const __m256 inner = _mm256_sub_ps(_mm256_sub_ps(g, va), _mm256_mul_ps(xhat, vb));
+    StoreFromFloat8(dx + c, _mm256_mul_ps(vrstd, inner), d - c);
+  }
+}
 #endif
 
 template <typename T>
 void ForwardRows(const T* x, const float* gamma, const float* beta, T* y, int64_t r0, int64_t r1,
-                 int64_t d, float epsilon, float* mean, float* rstd, bool simd) {
+                 int64_t d, float epsilon, float* mean, float* rstd, SimdIsa isa) {
 #if TF_NMT_BF16_SIMD_AVAILABLE
-  if (simd) {
-    const auto* xs = reinterpret_cast<const Raw<T>*>(x);
-    auto* ys = reinterpret_cast<Raw<T>*>(y);
+  const auto* xs = reinterpret_cast<const Raw<T>*>(x);
+  auto* ys = reinterpret_cast<Raw<T>*>(y);
+  if (isa == SimdIsa::kAvx512) {
     for (int64_t r = r0; r < r1; ++r) {
       ForwardRowSimd(xs + r * d, gamma, beta, ys + r * d, d, epsilon, mean + r, rstd + r);
+    }
+    return;
+  }
+  if (isa == SimdIsa::kAvx2) {
+    for (int64_t r = r0; r < r1; ++r) {
+      ForwardRowAvx2(xs + r * d, gamma, beta, ys + r * d, d, epsilon, mean + r, rstd + r);
     }
     return;
   }
@@ -184,14 +230,21 @@ void ForwardRows(const T* x, const float* gamma, const float* beta, T* y, int64_
 template <typename T>
 void BackwardRows(const T* dy, const T* x, const float* gamma, const float* mean,
                   const float* rstd, T* dx, int64_t r0, int64_t r1, int64_t d, float* dgamma,
-                  float* dbeta, bool simd) {
+                  float* dbeta, SimdIsa isa) {
 #if TF_NMT_BF16_SIMD_AVAILABLE
-  if (simd) {
-    const auto* dys = reinterpret_cast<const Raw<T>*>(dy);
-    const auto* xs = reinterpret_cast<const Raw<T>*>(x);
-    auto* dxs = reinterpret_cast<Raw<T>*>(dx);
+  const auto* dys = reinterpret_cast<const Raw<T>*>(dy);
+  const auto* xs = reinterpret_cast<const Raw<T>*>(x);
+  auto* dxs = reinterpret_cast<Raw<T>*>(dx);
+  if (isa == SimdIsa::kAvx512) {
     for (int64_t r = r0; r < r1; ++r) {
       BackwardRowSimd(dys + r * d, xs + r * d, gamma, mean[r], rstd[r], dxs + r * d, d, dgamma,
+                      dbeta);
+    }
+    return;
+  }
+  if (isa == SimdIsa::kAvx2) {
+    for (int64_t r = r0; r < r1; ++r) {
+      BackwardRowAvx2(dys + r * d, xs + r * d, gamma, mean[r], rstd[r], dxs + r * d, d, dgamma,
                       dbeta);
     }
     return;
@@ -257,11 +310,12 @@ class FusedLayerNormOp : public OpKernel {
     T* ys = y->flat<T>().data();
     float* means = mean->flat<float>().data();
     float* rstds = rstd->flat<float>().data();
-    const bool simd = UseSimd();
+    SimdIsa isa;
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     const float eps = epsilon_;
     ShardRows(ctx, rows, d, [&](int64_t b0, int64_t b1) {
       ForwardRows<T>(xs, g, b, ys, b0 * kRows, std::min(rows, b1 * kRows), d, eps, means, rstds,
-                     simd);
+                     isa);
     });
   }
 
@@ -312,12 +366,13 @@ class FusedLayerNormGradOp : public OpKernel {
     const float* means = mean.flat<float>().data();
     const float* rstds = rstd.flat<float>().data();
     T* dxs = dx->flat<T>().data();
-    const bool simd = UseSimd();
+    SimdIsa isa;
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     ShardRows(ctx, rows, d, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
         float* part = parts + blk * 2 * d;
         BackwardRows<T>(dys, xs, g, means, rstds, dxs, blk * kRows,
-                        std::min(rows, (blk + 1) * kRows), d, part, part + d, simd);
+                        std::min(rows, (blk + 1) * kRows), d, part, part + d, isa);
       }
     });
     for (int64_t blk = 0; blk < blocks; ++blk) {

@@ -3,7 +3,7 @@
 // mean for the smoothing term, and the gradient's multiply, subtract and scatter); and RowArgmax.
 //
 // Rows are split over TF's intra-op threads. The row loops come in three widths, chosen per call
-// (ChooseIsa): 16 lanes where the CPU has AVX-512 (F, DQ, BW, VL: every AVX-512 Xeon), 8 lanes
+// (ChooseSimdIsa): 16 lanes where the CPU has AVX-512 (F, DQ, BW, VL: every AVX-512 Xeon), 8 lanes
 // where it has AVX2 and FMA (earlier Xeons, AMD Zen 1-3), and a scalar loop with std::exp
 // elsewhere. $TF_NMT_XENT_ISA (scalar, avx2 or avx512) caps the width, for tests and comparisons.
 // The library itself is built for baseline x86-64: the wide loops carry per-function target
@@ -186,27 +186,6 @@ TF_NMT_XENT_AVX2_INLINE __m256 Exp8(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, a), b);
 }
 
-// Lanes [0, left) all ones, the others zero (as a float mask for blendv).
-TF_NMT_XENT_AVX2_INLINE __m256 LaneMask8(int64_t left) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_castsi256_ps(
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(left < 8 ? left : 8)), lanes));
-}
-
-TF_NMT_XENT_AVX2_INLINE float HorizontalMax8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-TF_NMT_XENT_AVX2_INLINE float HorizontalSum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 template <typename R>
 TF_NMT_AVX2 RowStats StatsAvx2(const R* x, int64_t v) {
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -277,30 +256,7 @@ int32_t ArgmaxScalar(const T* x, int64_t v) {
   return at;
 }
 
-constexpr char kIsaEnv[] = "TF_NMT_XENT_ISA";
-
-// The widest loops this call takes: the CPU's (CpuSimdIsa), capped by $TF_NMT_XENT_ISA (read per
-// call: tests set it). An unknown value is an error, not a silent choice.
-absl::Status ChooseIsa(SimdIsa* isa) {
-  SimdIsa cap = SimdIsa::kAvx512;
-  const char* v = std::getenv(kIsaEnv);
-  if (v != nullptr && v[0] != '\0') {
-    if (std::strcmp(v, "scalar") == 0) {
-      cap = SimdIsa::kScalar;
-    } else if (std::strcmp(v, "avx2") == 0) {
-      cap = SimdIsa::kAvx2;
-    } else if (std::strcmp(v, "avx512") != 0) {
-      return errors::InvalidArgument("$", kIsaEnv, " must be scalar, avx2 or avx512, got '", v,
-                                     "'");
-    }
-  }
-#if TF_NMT_XENT_X86
-  *isa = std::min(CpuSimdIsa(), cap);
-#else
-  *isa = SimdIsa::kScalar;
-#endif
-  return absl::OkStatus();
-}
+constexpr char kIsaEnv[] = "TF_NMT_XENT_ISA";  // caps the row loops (ChooseSimdIsa)
 
 template <typename T>
 RowStats Stats(const T* row, int64_t v, SimdIsa isa) {
@@ -387,7 +343,7 @@ class SmoothedSoftmaxXentOp : public OpKernel {
     float* lse_out = lse_t->flat<float>().data();
     const float eps = smoothing_;
     SimdIsa isa;
-    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     ForRows(ctx, n, v * 12, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T* row = x + i * v;
@@ -437,7 +393,7 @@ class SmoothedSoftmaxXentGradOp : public OpKernel {
     T* g = grad_t->flat<T>().data();
     const float eps = smoothing_, shift = smoothing_ / static_cast<float>(v);
     SimdIsa isa;
-    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     ForRows(ctx, n, v * 10, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         T* out = g + i * v;
@@ -482,7 +438,7 @@ class RowArgmaxOp : public OpKernel {
     const T* x = logits.flat<T>().data();
     int32_t* index = index_t->flat<int32_t>().data();
     SimdIsa isa;
-    OP_REQUIRES_OK(ctx, ChooseIsa(&isa));
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     ForRows(ctx, n, v * 2, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T* row = x + i * v;
