@@ -124,7 +124,6 @@ def test_bad_shapes_and_smoothing_are_refused():
 
 _SCALAR_CHILD = """
 import sys, numpy as np
-from tf_nmt.ops import isa as simd
 from tf_nmt.ops import xent
 from tf_nmt.compat import tf
 rng = np.random.default_rng(5)
