@@ -1,5 +1,6 @@
-"""The C++ seeded dropout op against a NumPy reference, its SIMD and scalar loops against each
-other, its gradient, its errors, and the Keras layer / kernel choice built on it."""
+"""The C++ seeded dropout op against a NumPy reference, its vector loops (every width this CPU
+has) and scalar loop against each other, its gradient, its errors, and the Keras layer / kernel
+choice built on it."""
 import numpy as np
 import pytest
 
@@ -7,8 +8,10 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError
 from tf_nmt.models import kernels
 from tf_nmt.models.dropout import SeededDropout, make_dropout, resolve_dropout_kernel, use_kernel
-from tf_nmt.ops import ops_available
-from tf_nmt.ops.dropout import SCALAR_ENV, seeded_dropout
+from tf_nmt.ops import dropout, ops_available
+from tf_nmt.ops import isa as simd
+from tf_nmt.ops.dropout import ISA_ENV, seeded_dropout
+from tests.ops.widths import require
 
 pytestmark = pytest.mark.skipif(not ops_available(), reason="custom-op library not built")
 
@@ -29,9 +32,12 @@ def run(x, rate, seed):
     return seeded_dropout(tf.constant(x), rate, tf.constant(seed, tf.int64)).numpy()
 
 
-@pytest.mark.parametrize("n", [1, 15, 16, 17, 8191, 8192, 8193, 100_003])
+@pytest.mark.parametrize("isa", simd.ISAS)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 8191, 8192, 8193, 100_003])
 @pytest.mark.parametrize("rate", [0.0, 0.1, 0.5])
-def test_float32_matches_reference_bit_for_bit(n, rate):
+def test_float32_matches_reference_bit_for_bit(n, rate, isa, monkeypatch):
+    require(isa)
+    monkeypatch.setenv(ISA_ENV, isa)
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     seed = 123456789 + n
     keep = reference_keep(seed, n, rate)
@@ -41,19 +47,24 @@ def test_float32_matches_reference_bit_for_bit(n, rate):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_scalar_loop_equals_simd_loop(monkeypatch):
+@pytest.mark.parametrize("isa", simd.ISAS[1:])
+def test_scalar_loop_equals_vector_loop(monkeypatch, isa):
+    require(isa)
     x = np.random.default_rng(0).standard_normal((37, 1031)).astype(np.float32)
     x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
-    simd = run(x, 0.3, -42)
-    monkeypatch.setenv(SCALAR_ENV, "1")
+    monkeypatch.setenv(ISA_ENV, isa)
+    vector = run(x, 0.3, -42)
+    monkeypatch.setenv(ISA_ENV, "scalar")
     scalar = run(x, 0.3, -42)
-    np.testing.assert_array_equal(simd.view(np.uint32), scalar.view(np.uint32))
+    np.testing.assert_array_equal(vector.view(np.uint32), scalar.view(np.uint32))
 
 
-@pytest.mark.parametrize("n", [15, 16, 17, 8193, 40_011])
-def test_bfloat16_scalar_loop_equals_simd_loop(monkeypatch, n):
-    """The bfloat16 vector loop rounds as Eigen does: ties to even, NaN to a signed quiet NaN,
-    overflow to inf, subnormals kept; a partial last 16 goes to the scalar loop."""
+@pytest.mark.parametrize("isa", simd.ISAS[1:])
+@pytest.mark.parametrize("n", [7, 15, 16, 17, 8193, 40_011])
+def test_bfloat16_scalar_loop_equals_vector_loop(monkeypatch, n, isa):
+    """The bfloat16 vector loops round as Eigen does: ties to even, NaN to a signed quiet NaN,
+    overflow to inf, subnormals kept; a partial last vector is handled too."""
+    require(isa)
     rng = np.random.default_rng(n)
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 120, n))).astype(np.float32)
     special = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 3.3e38, -3.3e38, 1e-40, -1e-40,
@@ -65,13 +76,15 @@ def test_bfloat16_scalar_loop_equals_simd_loop(monkeypatch, n):
     raw[-3:] = [0x7F81, 0xFF81, 0x7FFF][-min(3, n):]
     bits = tf.bitcast(tf.constant(raw), tf.bfloat16)
     seed = tf.constant(n * 7919, tf.int64)
-    simd = seeded_dropout(bits, 0.2, seed)
-    monkeypatch.setenv(SCALAR_ENV, "1")
+    monkeypatch.setenv(ISA_ENV, isa)
+    vector = seeded_dropout(bits, 0.2, seed)
+    monkeypatch.setenv(ISA_ENV, "scalar")
     scalar = seeded_dropout(bits, 0.2, seed)
-    np.testing.assert_array_equal(tf.bitcast(simd, tf.uint16).numpy(),
+    np.testing.assert_array_equal(tf.bitcast(vector, tf.uint16).numpy(),
                                   tf.bitcast(scalar, tf.uint16).numpy())
-    kept = np.mean(tf.bitcast(simd, tf.uint16).numpy()[special.size:] != 0)
-    assert n < 1000 or 0.75 < kept < 0.85  # rate 0.2: the mask is not all-drop or all-keep
+    if n >= 1000:  # rate 0.2: the mask is not all-drop or all-keep
+        kept = np.mean(tf.bitcast(vector, tf.uint16).numpy()[special.size:] != 0)
+        assert 0.75 < kept < 0.85
 
 
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
@@ -113,6 +126,20 @@ def test_gradient_is_the_same_mask_times_scale():
 def test_bad_rate_is_refused(rate):
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="rate"):
         run(np.ones(4, np.float32), rate, 1)
+
+
+def test_isa_cap(monkeypatch):
+    """The kernel takes the CPU's widest loops, at most $TF_NMT_DROPOUT_ISA; an unknown cap is
+    refused by the Python side and by the op, not silently ignored."""
+    monkeypatch.delenv(ISA_ENV, raising=False)
+    assert dropout.isa() == simd.cpu_isa()
+    monkeypatch.setenv(ISA_ENV, "scalar")
+    assert dropout.isa() == "scalar"
+    monkeypatch.setenv(ISA_ENV, "sse9")
+    with pytest.raises(ValueError, match=ISA_ENV):
+        dropout.isa()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=ISA_ENV):
+        run(np.ones(4, np.float32), 0.1, 1)
 
 
 def test_non_scalar_seed_is_refused():

@@ -12,6 +12,7 @@ from tf_nmt.models.layer_norm import FusedLayerNormalization, make_layer_norm, r
 from tf_nmt.ops import load_ops, ops_available
 from tf_nmt.ops import isa as simd
 from tf_nmt.ops.layer_norm import ISA_ENV, fused_layer_norm
+from tests.ops.widths import require
 
 pytestmark = pytest.mark.skipif(not ops_available(), reason="custom-op library not built")
 
@@ -48,15 +49,10 @@ def data(shape, seed=0):
             rng.normal(size=d).astype(np.float32), rng.normal(size=shape).astype(np.float32))
 
 
-def runnable(isa: str) -> None:
-    if isa not in simd.runnable():
-        pytest.skip(f"this CPU has no {isa} (it runs {', '.join(simd.runnable())})")
-
-
 @pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_float32_matches_the_reference(shape, isa, monkeypatch):
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(ISA_ENV, isa)
     args = data(shape)
     for got, want in zip(fused(*args), reference(*args)):
@@ -68,7 +64,7 @@ def test_float32_matches_the_reference(shape, isa, monkeypatch):
 def test_bfloat16_is_normalised_in_float_and_rounded(shape, isa, monkeypatch):
     """bfloat16 in and out, float inside: the output is the float result rounded to bfloat16 (so
     within one bfloat16 step of the reference), as Keras's mixed-precision layer does."""
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(ISA_ENV, isa)
     x, gamma, beta, dy = data(shape)
     x16 = np.asarray(tf.cast(tf.cast(x, tf.bfloat16), tf.float32))  # what the kernel reads
@@ -83,7 +79,7 @@ def test_bfloat16_is_normalised_in_float_and_rounded(shape, isa, monkeypatch):
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_vector_and_scalar_loops_agree(isa, monkeypatch):
-    runnable(isa)
+    require(isa)
     args = data((64, 260), seed=3)
     monkeypatch.setenv(ISA_ENV, isa)
     vector = fused(*args)

@@ -12,6 +12,7 @@ from tf_nmt.compat import tf
 from tf_nmt.ops import isa as simd
 from tf_nmt.ops import xent
 from tf_nmt.ops.loader import load_ops
+from tests.ops.widths import require
 
 
 def reference(logits, labels, eps):
@@ -35,19 +36,11 @@ def run(logits, labels, eps, upstream=None):
     return loss.numpy(), tape.gradient(loss, x, output_gradients=up).numpy()
 
 
-RUNNABLE = simd.runnable()  # the row-loop widths this CPU can run; the others are skipped
-
-
-def runnable(isa: str) -> None:
-    if isa not in RUNNABLE:
-        pytest.skip(f"this CPU has no {isa} (it runs {', '.join(RUNNABLE)})")
-
-
 @pytest.mark.parametrize("isa", simd.ISAS)
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.35])
 @pytest.mark.parametrize("vocab", [1, 7, 9, 16, 33, 1000])  # the 8- and 16-lane loops' tails
 def test_loss_and_gradient_match_the_reference(eps, vocab, isa, monkeypatch):
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
     rng = np.random.default_rng(vocab)
     logits = rng.normal(0, 4, (37, vocab)).astype(np.float32)
@@ -61,7 +54,7 @@ def test_loss_and_gradient_match_the_reference(eps, vocab, isa, monkeypatch):
 
 @pytest.mark.parametrize("isa", simd.ISAS)
 def test_extreme_logits_stay_finite_and_exact(isa, monkeypatch):
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
     logits = np.array([[1e4, -1e4, 0.0, 80.0], [-200.0, -150.0, -100.0, -300.0]], np.float32)
     labels = np.array([1, 2], np.int32)
@@ -95,7 +88,7 @@ def test_logits_are_unchanged_after_the_gradient():
 
 @pytest.mark.parametrize("isa", simd.ISAS)
 def test_nan_logits_give_nan_loss_and_gradient(isa, monkeypatch):
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
     logits = np.zeros((2, 20), np.float32)
     logits[0, 5] = np.nan
@@ -140,7 +133,7 @@ np.savez(sys.argv[1], loss=loss.numpy(), grad=t.gradient(loss, x).numpy())
 def test_vector_and_scalar_paths_agree(isa, tmp_path):
     """$TF_NMT_XENT_ISA caps the row loops: each vector width agrees with the scalar loop within
     float rounding (and so with the reference)."""
-    runnable(isa)
+    require(isa)
     out = {}
     for name in ("scalar", isa):
         env = {**os.environ, xent.ISA_ENV: name, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -177,7 +170,7 @@ def test_bfloat16_logits_are_read_as_float(vocab, isa, monkeypatch):
     """Mixed precision: bfloat16 logits give the float32 result of the same (rounded) values, and
     a bfloat16 gradient within one rounding of the float one (the label's entry included), with
     every row-loop width."""
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
     rng = np.random.default_rng(vocab)
     logits = tf.cast(rng.normal(0, 4, (37, vocab)).astype(np.float32), tf.bfloat16)
@@ -233,7 +226,7 @@ def test_a_model_built_for_the_fused_loss_hands_it_bfloat16_logits():
 def test_row_argmax_is_tf_argmax(vocab, isa, monkeypatch):
     """The accuracy metric's argmax: tf.argmax's index, ties to the first, both dtypes, with every
     row-loop width (vocabularies around the 8- and 16-lane tails)."""
-    runnable(isa)
+    require(isa)
     monkeypatch.setenv(xent.ISA_ENV, isa)
     rng = np.random.default_rng(vocab)
     logits = rng.normal(0, 1, (41, vocab)).astype(np.float32)

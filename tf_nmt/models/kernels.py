@@ -24,10 +24,9 @@ LAYER_KERNELS = ("dropout", "norm", "loss")
 _current: Dict[str, str] = {name: "tf" for name in LAYER_KERNELS}
 
 # The CPUs (tf_nmt.ops.isa.cpu_isa) where ``auto`` takes each C++ op: those it has vector loops
-# for. The loss's and layer norm's row loops have 8-lane AVX2 versions; dropout's hash needs
-# AVX-512DQ's 64-bit multiply, so it has AVX-512 and scalar loops only.
-VECTOR_ISAS: Dict[str, tuple] = {"loss_kernel": ("avx2", "avx512"),
-                                 "norm_kernel": ("avx2", "avx512"), "dropout_kernel": ("avx512",)}
+# for (16-lane AVX-512 and 8-lane AVX2 + FMA for all three).
+VECTOR_ISAS: Dict[str, tuple] = {"loss_kernel": ("avx2", "avx512"), "norm_kernel": ("avx2", "avx512"),
+                                 "dropout_kernel": ("avx2", "avx512")}
 
 
 def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) -> str:
@@ -35,7 +34,7 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
 
     ``auto`` takes the C++ op where it is fast: the custom-op library is built, no GPU is visible
     (the ops are CPU-only) and the CPU has the op's vector loops (:data:`VECTOR_ISAS`: AVX2 + FMA
-    or AVX-512 for the loss and layer norm, AVX-512 for dropout); XLA (``jit_compile``) cannot
+    or AVX-512); XLA (``jit_compile``) cannot
     compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a
     ConfigError, not a silent fallback.
     """

@@ -2,16 +2,25 @@
 seed instead of stored (``custom_ops/cc/kernels/dropout_kernels.cc``).
 
 Only the op call and its gradient live here; which dropout the models use is decided in
-:func:`tf_nmt.models.dropout.resolve_dropout_kernel`. The kernel runs on the CPU, float32 and bfloat16
-with AVX-512F/DQ 16 lanes at a time and a scalar loop elsewhere (half, other CPUs, or
-``TF_NMT_DROPOUT_SCALAR=1``), with the same mask and values either way.
+:func:`tf_nmt.models.dropout.resolve_dropout_kernel`. The kernel runs on the CPU: float32 and
+bfloat16 take the widest loops the CPU has (:func:`isa`: 16 lanes of AVX-512, 8 of AVX2, or a
+scalar loop; half always the scalar one), with the same mask and values bit for bit.
+``TF_NMT_DROPOUT_ISA`` (``scalar``, ``avx2`` or ``avx512``) caps the width, for tests and
+comparisons.
 """
 from __future__ import annotations
 
 from tf_nmt.compat import tf
+from tf_nmt.ops import isa as simd
 from tf_nmt.ops.loader import load_ops
 
-SCALAR_ENV = "TF_NMT_DROPOUT_SCALAR"
+ISA_ENV = "TF_NMT_DROPOUT_ISA"  # caps the vector loops: scalar, avx2 or avx512 (tf_nmt.ops.isa)
+
+
+def isa() -> str:
+    """The loops the kernel takes here for float32 and bfloat16: the CPU's widest, capped by
+    ``$TF_NMT_DROPOUT_ISA`` (ValueError for a value outside :data:`tf_nmt.ops.isa.ISAS`)."""
+    return simd.capped(ISA_ENV)
 
 
 def seeded_dropout(x, rate: float, seed) -> tf.Tensor:

@@ -7,14 +7,13 @@
 // the backward pass regenerates the same mask from the seed instead of storing it.
 //
 // Elements are split over TF's intra-op threads in blocks; the mask depends only on (seed, i), so
-// results do not depend on the split. float on CPUs with AVX-512F/DQ runs 16 lanes at a time
-// (per-function target attribute; the library is built for baseline x86-64), and so does bfloat16
-// (widened to float, narrowed back with Eigen's round-to-nearest-even); half and other CPUs, or
-// TF_NMT_DROPOUT_SCALAR=1, take a scalar loop with bit-identical results.
+// results do not depend on the split. float and bfloat16 (widened to float, narrowed back with
+// Eigen's round-to-nearest-even) have 16-lane AVX-512 (F, DQ: its 64-bit multiply) and 8-lane
+// AVX2 loops (the 64-bit multiply built from three 32-bit ones), chosen per call by
+// ChooseSimdIsa: TF_NMT_DROPOUT_ISA=scalar|avx2|avx512 caps the width. half, and CPUs with
+// neither, take a scalar loop. Every loop gives bit-identical results.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -22,8 +21,7 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "bf16_simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#if TF_NMT_BF16_SIMD_AVAILABLE
 #define TF_NMT_DROPOUT_X86 1
 #define TF_NMT_DROPOUT_SIMD __attribute__((target("avx512f,avx512dq")))
 #else
@@ -45,6 +43,7 @@ constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kMix1 = 0xBF58476D1CE4E5B9ull;
 constexpr uint64_t kMix2 = 0x94D049BB133111EBull;
 constexpr int64_t kBlock = 8192;  // elements per work unit (a multiple of 16)
+constexpr char kIsaEnv[] = "TF_NMT_DROPOUT_ISA";  // caps the vector width (ChooseSimdIsa)
 
 // Top 32 bits of SplitMix64's output for counter seed + (i + 1) * gamma.
 inline uint32_t Hash(uint64_t seed, int64_t i) {
@@ -133,30 +132,88 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, 
   }
   DropScalar(x, y, i, end, seed, threshold, scale);
 }
-#endif
 
-// AVX-512F and DQ present and not refused by $TF_NMT_DROPOUT_SCALAR (read per call: tests set it).
-bool UseSimd() {
-#if TF_NMT_DROPOUT_X86
-  static const bool cpu = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512dq") != 0;
-  }();
-  const char* v = std::getenv("TF_NMT_DROPOUT_SCALAR");
-  return cpu && (v == nullptr || v[0] == '\0' || std::strcmp(v, "0") == 0);
-#else
-  return false;
-#endif
+// ---- 8 lanes (AVX2): four 64-bit hash lanes per vector ----
+
+// a * b mod 2^64 per 64-bit lane, for a constant b given as its 32-bit halves: AVX2 multiplies
+// only 32 x 32 -> 64 bits, so a_lo * b_lo + ((a_hi * b_lo + a_lo * b_hi) << 32); a_hi * b_hi
+// falls beyond bit 63.
+TF_NMT_AVX2 inline __m256i MulLo64(__m256i a, __m256i b_lo, __m256i b_hi) {
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b_lo),
+                                         _mm256_mul_epu32(a, b_hi));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, b_lo), _mm256_slli_epi64(cross, 32));
 }
 
-// The vector loop where there is one (float, bfloat16) and the CPU allows it, else the scalar one.
+// KeepMasks on 8 lanes: the keep decisions of counters begin + 1, ... 8 at a time, as a float
+// mask (all ones: keep) from two 4-lane vectors of z = seed + counter * gamma.
+struct KeepMasks8 {
+  __m256i z_lo, z_hi, step8, thr_less1, m1_lo, m1_hi, m2_lo, m2_hi;
+
+  TF_NMT_AVX2 KeepMasks8(uint64_t seed, int64_t begin, uint32_t threshold) {
+    const uint64_t z0 = seed + static_cast<uint64_t>(begin) * kGamma;
+    auto at = [&](int k) { return static_cast<int64_t>(z0 + static_cast<uint64_t>(k) * kGamma); };
+    z_lo = _mm256_setr_epi64x(at(1), at(2), at(3), at(4));
+    z_hi = _mm256_setr_epi64x(at(5), at(6), at(7), at(8));
+    step8 = _mm256_set1_epi64x(static_cast<int64_t>(8 * kGamma));
+    // The hashes are below 2^32, so a signed compare with threshold - 1 (>= -1) is exact.
+    thr_less1 = _mm256_set1_epi64x(static_cast<int64_t>(threshold) - 1);
+    m1_lo = _mm256_set1_epi64x(static_cast<int64_t>(kMix1 & 0xFFFFFFFFull));
+    m1_hi = _mm256_set1_epi64x(static_cast<int64_t>(kMix1 >> 32));
+    m2_lo = _mm256_set1_epi64x(static_cast<int64_t>(kMix2 & 0xFFFFFFFFull));
+    m2_hi = _mm256_set1_epi64x(static_cast<int64_t>(kMix2 >> 32));
+  }
+
+  // SplitMix64's mix of z, its top 32 bits in the low half of each lane.
+  TF_NMT_AVX2 __m256i Mix(__m256i z) const {
+    z = MulLo64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1_lo, m1_hi);
+    z = MulLo64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2_lo, m2_hi);
+    return _mm256_srli_epi64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 31)), 32);
+  }
+
+  // The mask of the next 8 elements, then advance by 8.
+  TF_NMT_AVX2 __m256 Next() {
+    const __m256 k_lo = _mm256_castsi256_ps(_mm256_cmpgt_epi64(Mix(z_lo), thr_less1));
+    const __m256 k_hi = _mm256_castsi256_ps(_mm256_cmpgt_epi64(Mix(z_hi), thr_less1));
+    z_lo = _mm256_add_epi64(z_lo, step8);
+    z_hi = _mm256_add_epi64(z_hi, step8);
+    // The low 32 bits of each 64-bit result: per 128-bit half (lo0 lo1 hi0 hi1 | lo2 lo3 hi2 hi3),
+    // then the 64-bit pairs reordered to lo0..lo3 hi0..hi3.
+    const __m256 packed = _mm256_shuffle_ps(k_lo, k_hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castsi256_ps(
+        _mm256_permute4x64_epi64(_mm256_castps_si256(packed), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+};
+
+// Same results as DropScalar for float (T = float) and bfloat16 (T = uint16_t bits): kept values
+// scaled in float, dropped ones +0; a partial last 8 goes through LoadAsFloat8/StoreFromFloat8.
+template <typename T>
+TF_NMT_AVX2 void DropAvx2(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed,
+                          uint32_t threshold, float scale) {
+  KeepMasks8 masks(seed, begin, threshold);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int64_t i = begin; i < end; i += 8) {
+    const __m256 keep = masks.Next();
+    const int64_t left = end - i;
+    StoreFromFloat8(y + i, _mm256_and_ps(_mm256_mul_ps(LoadAsFloat8(x + i, left), vscale), keep),
+                    left);
+  }
+}
+#endif
+
+// The widest loop there is for T (float, bfloat16) within `isa`, else the scalar one.
 template <typename T>
 void DropRange(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, uint32_t threshold,
-               float scale, bool simd) {
+               float scale, SimdIsa isa) {
 #if TF_NMT_DROPOUT_X86
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Eigen::bfloat16>) {
-    if (simd) {
+    if (isa == SimdIsa::kAvx512) {
       DropSimd(x, y, begin, end, seed, threshold, scale);
+      return;
+    }
+    if (isa == SimdIsa::kAvx2) {
+      using Bits = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
+      DropAvx2(reinterpret_cast<const Bits*>(x), reinterpret_cast<Bits*>(y), begin, end, seed,
+               threshold, scale);
       return;
     }
   }
@@ -191,7 +248,8 @@ class SeededDropoutOp : public OpKernel {
     if (n == 0) return;
     const T* src = x.flat<T>().data();
     T* dst = out->flat<T>().data();
-    const bool simd = UseSimd();
+    SimdIsa isa = SimdIsa::kScalar;
+    OP_REQUIRES_OK(ctx, ChooseSimdIsa(kIsaEnv, &isa));
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
     const uint64_t seed_v = seed;
@@ -200,7 +258,7 @@ class SeededDropoutOp : public OpKernel {
     tensorflow::Shard(workers->num_threads, workers->workers, blocks, 6 * kBlock,
                       [&](int64_t b0, int64_t b1) {
                         const int64_t lo = b0 * kBlock, hi = std::min(n, b1 * kBlock);
-                        DropRange<T>(src, dst, lo, hi, seed_v, thr, scale, simd);
+                        DropRange<T>(src, dst, lo, hi, seed_v, thr, scale, isa);
                       });
   }
 
