@@ -21,13 +21,6 @@
 #include "tensorflow/core/util/work_sharder.h"
 #include "bf16_simd.h"
 
-#if TF_NMT_BF16_SIMD_AVAILABLE
-#define TF_NMT_DROPOUT_X86 1
-#define TF_NMT_DROPOUT_SIMD __attribute__((target("avx512f,avx512dq")))
-#else
-#define TF_NMT_DROPOUT_X86 0
-#endif
-
 namespace tf_nmt {
 
 using tensorflow::OpKernel;
@@ -63,9 +56,9 @@ void DropScalar(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, uin
   }
 }
 
-#if TF_NMT_DROPOUT_X86
+#if TF_NMT_BF16_SIMD_AVAILABLE
 // z -> SplitMix64's mix of z, top 32 bits left in the low half of each 64-bit lane.
-TF_NMT_DROPOUT_SIMD inline __m512i Mix(__m512i z) {
+TF_NMT_AVX512 inline __m512i Mix(__m512i z) {
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64(kMix1));
   z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64(kMix2));
   return _mm512_srli_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 31)), 32);
@@ -76,7 +69,7 @@ TF_NMT_DROPOUT_SIMD inline __m512i Mix(__m512i z) {
 struct KeepMasks {
   __m512i z_lo, z_hi, thr, step16;
 
-  TF_NMT_DROPOUT_SIMD KeepMasks(uint64_t seed, int64_t begin, uint32_t threshold) {
+  TF_NMT_AVX512 KeepMasks(uint64_t seed, int64_t begin, uint32_t threshold) {
     const __m512i lanes = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);
     z_lo = _mm512_add_epi64(
         _mm512_set1_epi64(static_cast<int64_t>(seed + static_cast<uint64_t>(begin) * kGamma)),
@@ -87,7 +80,7 @@ struct KeepMasks {
   }
 
   // The mask of the next 16 elements (bit j: keep element j), then advance by 16.
-  TF_NMT_DROPOUT_SIMD __mmask16 Next() {
+  TF_NMT_AVX512 __mmask16 Next() {
     const __mmask8 k_lo = _mm512_cmpge_epu64_mask(Mix(z_lo), thr);
     const __mmask8 k_hi = _mm512_cmpge_epu64_mask(Mix(z_hi), thr);
     z_lo = _mm512_add_epi64(z_lo, step16);
@@ -97,7 +90,7 @@ struct KeepMasks {
 };
 
 // Same results as DropScalar<float>.
-TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64_t end,
+TF_NMT_AVX512 void DropSimd(const float* x, float* y, int64_t begin, int64_t end,
                                   uint64_t seed, uint32_t threshold, float scale) {
   KeepMasks masks(seed, begin, threshold);
   const __m512 vscale = _mm512_set1_ps(scale);
@@ -116,7 +109,7 @@ TF_NMT_DROPOUT_SIMD void DropSimd(const float* x, float* y, int64_t begin, int64
 
 // Same results as DropScalar<Eigen::bfloat16>: the mask as for float, each kept value widened
 // to float (exact), scaled in float and rounded back; the last partial 16 take the scalar loop.
-TF_NMT_DROPOUT_SIMD void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
+TF_NMT_AVX512 void DropSimd(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t begin,
                                   int64_t end, uint64_t seed, uint32_t threshold, float scale) {
   KeepMasks masks(seed, begin, threshold);
   const __m512 vscale = _mm512_set1_ps(scale);
@@ -204,7 +197,7 @@ TF_NMT_AVX2 void DropAvx2(const T* x, T* y, int64_t begin, int64_t end, uint64_t
 template <typename T>
 void DropRange(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, uint32_t threshold,
                float scale, SimdIsa isa) {
-#if TF_NMT_DROPOUT_X86
+#if TF_NMT_BF16_SIMD_AVAILABLE
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Eigen::bfloat16>) {
     if (isa == SimdIsa::kAvx512) {
       DropSimd(x, y, begin, end, seed, threshold, scale);
