@@ -323,6 +323,30 @@ def test_update_grows_one_file_and_each_run_keeps_its_command(tmp_path, monkeypa
     assert "--modes graddrop,bmuf" in commands[1] and "--models gnmt" in commands[3]
 
 
+def test_update_stopped_before_its_first_run_leaves_the_file_alone(tmp_path, monkeypatch):
+    """--update rewrites the results file only once it has measured something (or for a pure
+    --merge): a grid stopped in its first run leaves the file byte for byte as it was."""
+    results, plot = tmp_path / "r.json", tmp_path / "p.png"
+    results.write_text(json.dumps({"command": "cmd-grid", "setting": {"np": 2},
+                                   "runs": [_fake_run("gnmt", "sparse_as_dense", 2.0)]}))
+    before = results.read_bytes()
+
+    def stopped(args, model, mode):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(exp, "measure", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        exp.main(["--models", "gnmt", "--modes", "graddrop", "--update",
+                  "--results", str(results), "--plot", str(plot)])
+    assert results.read_bytes() == before and not plot.exists()
+    # a pure --merge (nothing to measure) still rewrites at once, runs keeping their own command
+    exp.main(["--models", "gnmt", "--modes", "", "--update", "--results", str(results),
+              "--plot", str(plot)])
+    written = json.loads(results.read_text())
+    assert written["runs"][0]["command"] == "cmd-grid" and plot.is_file()
+    assert "--modes" in written["command"]
+
+
 def test_update_and_merge_are_checked(tmp_path):
     results, other, plot = tmp_path / "r.json", tmp_path / "o.json", tmp_path / "p.png"
     common = ["--results", str(results), "--plot", str(plot)]

@@ -530,7 +530,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     measured: List[Dict[str, Any]] = []
     results = grown(kept, measured)
     payload: Dict[str, Any] = {"against_single": [], "against_thesis": []}
-    if kept:  # e.g. a pure --merge: the file gets the runs' own records at once
+    if kept and not (args.models and args.modes):
+        # a pure --merge measures nothing: the file gets the runs' own records at once. A grid
+        # that measures writes only after its first run, so one stopped before that leaves the
+        # file as it was (its top-level command would otherwise name a run that measured nothing)
         payload = write_outputs(args, results)
     for model in args.models:
         for mode in args.modes:
