@@ -64,11 +64,21 @@ def test_ratios_are_medians_of_per_round_ratios():
     (["--variants", "fp32", "--variant", "w1:data.length_bucket_width"], "is not KEY=VALUE"),
     (["--variants", "fp32", "--variant", "fp32:data.length_bucket_width=1"], "must be new"),
     (["--variants", "fp32", "--variant", "a:x=1", "--variant", "a:x=2"], "must be new"),
+    (["--variants", "fp32", "--variant", "h:np=two"], "np must be a whole number"),
+    (["--variants", "fp32", "--variant", "h:np=0"], "np must be a whole number"),
 ])
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_variant_can_run_several_processes():
+    name, variant = bench.parse_variant("h4:np=4 train.mixed_precision=false env.HOROVOD_CYCLE_TIME=10")
+    assert name == "h4" and variant.processes == 4
+    assert list(variant.overrides) == ["train.mixed_precision=false"]
+    assert dict(variant.env) == {"HOROVOD_CYCLE_TIME": "10"}
+    assert bench.parse_variant("one:train.mixed_precision=true")[1].processes == 1
 
 
 def test_jit_compile_refuses_custom_ops():

@@ -96,22 +96,28 @@ NEEDS_TCMALLOC = ("fp32-tcmalloc", "bf16-tcmalloc", "onmt-fp32-tcmalloc")
 
 
 def parse_variant(text: str) -> Tuple[str, Variant]:
-    """``NAME:OVERRIDE ... env.KEY=VALUE ...`` (``--variant``) as (name, tf-nmt Variant)."""
+    """``NAME:OVERRIDE ... env.KEY=VALUE ... [np=N]`` (``--variant``) as (name, tf-nmt Variant);
+    ``np=N`` runs N processes under ``horovodrun``, each with 1/N of the batch."""
     name, sep, settings = text.partition(":")
     if not sep or not name.strip() or not settings.split():
         raise ValueError(f"--variant {text!r}: expected NAME:SETTINGS, e.g. "
                          "'fp32-w1:train.mixed_precision=false data.length_bucket_width=1'")
     overrides: List[str] = []
     env: Dict[str, str] = {}
+    processes = 1
     for item in settings.split():
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ValueError(f"--variant {name}: {item!r} is not KEY=VALUE")
         if key.startswith("env."):
             env[key[4:]] = value
+        elif key == "np":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"--variant {name}: np must be a whole number >= 1, got {value!r}")
+            processes = int(value)
         else:
             overrides.append(item)
-    return name.strip(), Variant(overrides, env)
+    return name.strip(), Variant(overrides, env, processes)
 
 
 def variant_env(variant: Variant, base: Mapping[str, str]) -> Dict[str, str]:
@@ -258,7 +264,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTINGS",
                    help="an extra tf-nmt variant: NAME, a colon, then space-separated config "
                         "overrides and env.KEY=VALUE environment variables, e.g. "
-                        "'fp32-w1:train.mixed_precision=false data.length_bucket_width=1' "
+                        "'fp32-w1:train.mixed_precision=false data.length_bucket_width=1'; "
+                        "np=N runs N processes under horovodrun with 1/N of the batch each "
                         "(repeatable; measured after --variants, in the same rounds)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     p.add_argument("--warmup", type=int, default=30, help="steps before timing starts")
