@@ -58,3 +58,15 @@ def test_single_process_never_imports_horovod():
     env = {k: v for k, v in __import__("os").environ.items()
            if not k.startswith(("HOROVOD_", "OMPI_", "PMI_"))}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
+def test_horovod_cycle_time_defaults_and_keeps_the_launchers_value():
+    assert context.horovod_cycle_time({}) == context.DEFAULT_CYCLE_TIME_MS
+    assert context.horovod_cycle_time({"HOROVOD_CYCLE_TIME": " "}) == context.DEFAULT_CYCLE_TIME_MS
+    assert context.horovod_cycle_time({"HOROVOD_CYCLE_TIME": "2.5"}) == 2.5  # horovodrun --cycle-time-ms
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "fast", "nan", "inf"])
+def test_a_bad_horovod_cycle_time_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="HOROVOD_CYCLE_TIME.*positive number of milliseconds"):
+        context.horovod_cycle_time({"HOROVOD_CYCLE_TIME": bad})

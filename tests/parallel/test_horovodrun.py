@@ -36,6 +36,15 @@ def test_launch_used_requested_controller(run):
         assert res[controller] is True
 
 
+def test_ranks_run_horovod_at_the_package_cycle_time(run):
+    """distributed.init sets Horovod's cycle time (the launcher's environment sets none)."""
+    from tf_nmt.distributed import context
+
+    _, results = run
+    for res in results.values():
+        assert float(res["cycle_time"]) == context.DEFAULT_CYCLE_TIME_MS
+
+
 @pytest.mark.parametrize("phase", ["dense", "sparse", "legacy_dense", "legacy_sparse", "tape"])
 def test_two_ranks_equal_single_process_on_union_batches(run, phase):
     """Averaged gradients (dense allreduce, sparse allgather, gradient tape) give exactly the

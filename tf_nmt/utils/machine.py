@@ -2,8 +2,8 @@
 carry, and of reading the CPU's model and instruction-set flags.
 
 Speed on these CPUs depends on a few flags more than on the core count: AVX2 and AVX-512 decide
-which vector loops the C++ kernels take (the loss's 8- or 16-lane loops; dropout's and layer
-norm's need AVX-512), and AMX whether mixed bfloat16 beats float32 (1.5x
+which vector loops the C++ kernels take (8 or 16 lanes in the loss, dropout and layer norm), and
+AMX whether mixed bfloat16 beats float32 (1.5x
 faster with it, 0.66x without it on the same 2-core offer). So a results file names them, and a
 user can see why their figures differ.
 """

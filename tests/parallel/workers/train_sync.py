@@ -140,7 +140,8 @@ def main() -> None:
     result = {"rank": ctx.rank, "size": ctx.size, "local_rank": ctx.local_rank,
               "env_rank": {k: v for k, v in os.environ.items()
                            if k in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK")},
-              "gloo": bool(ctx.hvd.gloo_enabled()), "mpi": bool(ctx.hvd.mpi_enabled())}
+              "gloo": bool(ctx.hvd.gloo_enabled()), "mpi": bool(ctx.hvd.mpi_enabled()),
+              "cycle_time": os.environ.get("HOROVOD_CYCLE_TIME")}
     phases = {"dense": lambda: equivalence(ctx, sparse_as_dense=True),
               "sparse": lambda: equivalence(ctx, sparse_as_dense=False),
               "legacy_dense": lambda: equivalence(ctx, sparse_as_dense=True, legacy=True),
