@@ -73,6 +73,26 @@ def test_no_time_budget_means_no_launch_timeout(tmp_path, monkeypatch):
         assert seen["timeout"] == expected
 
 
+def test_threads_per_rank_reach_the_launch(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(script, cli, np, controller, threads, timeout):
+        seen[cli[2]] = (np, threads)
+        return "ok"
+
+    monkeypatch.setattr(exp.launcher, "run", fake_run)
+    monkeypatch.setattr(exp.common, "prepare_data", lambda data_dir, vocab_size: None)
+    argv = ["--np", "4", "--threads", "3", "--minutes", "0", "--out-dir", str(tmp_path),
+            "--results", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")]
+    args = exp.parse_args(argv)
+    for mode in ("graddrop", "single"):
+        exp.train_run(args, "transformer", mode, tmp_path / mode)
+    assert seen == {str(tmp_path / "graddrop"): (4, 3), str(tmp_path / "single"): (1, 12)}
+    assert exp.parse_args(argv[:2] + argv[4:]).threads == 1  # the 2-core default
+    with pytest.raises(SystemExit):
+        exp.parse_args(argv[:2] + ["--threads", "0"] + argv[4:])
+
+
 def test_every_variant_is_a_valid_config():
     from tf_nmt.config import load_config
     from tf_nmt.distributed.comm import resolve_comm

@@ -136,6 +136,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--models", default="transformer,gnmt", help=f"comma list of {', '.join(PRESETS)}")
     p.add_argument("--modes", default=DEFAULT_MODES, help=f"comma list of {', '.join(VARIANTS)}")
     p.add_argument("--np", type=int, default=2, help="ranks (more than the cores oversubscribes)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="TensorFlow threads per rank (1 on a 2-core machine; a bigger node can "
+                        "give each rank more); `single` gets --np times as many")
     p.add_argument("--controller", default="gloo", choices=launcher.CONTROLLERS)
     p.add_argument("--steps", default="100000",
                    help="optimizer steps per run: N for every model, or MODEL=N,... per model "
@@ -184,6 +187,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             p.error(f"unknown mode {m!r} (use {', '.join(VARIANTS)})")
     if args.overwrite and args.resume:
         p.error("--overwrite and --resume exclude each other")
+    if args.threads < 1 or args.np < 1:
+        p.error("--np and --threads must be at least 1")
     if args.update and args.overwrite:
         p.error("--update keeps the runs of --results, --overwrite replaces it: give one")
     if args.merge and not args.update:
@@ -325,7 +330,7 @@ def train_run(args: argparse.Namespace, model: str, mode: str, run_dir: Path) ->
                         .data.vocab_size)
     cli = ["train", "--run-dir", str(run_dir), "--preset", PRESETS[model],
            "--data-dir", str(args.data_dir), *common.set_args(overrides)]
-    ranks, threads = (1, args.np) if mode == "single" else (args.np, 1)
+    ranks, threads = (1, args.np * args.threads) if mode == "single" else (args.np, args.threads)
     start = time.time()
     out = launcher.run(common.tf_nmt_executable(), cli, np=ranks, controller=args.controller,
                        threads=threads,
