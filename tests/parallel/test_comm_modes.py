@@ -84,3 +84,20 @@ def test_graddrop_at_099_moves_at_least_50x_fewer_gradient_bytes(results):
         assert stats["mean_density"] > 1.5 * stats["mean_kept_fraction"]
         one_bit = results[rank]["bytes"]["one_bit"]
         assert one_bit["sent_bytes_per_step"] < 0.6 * stats["sent_bytes_per_step"]
+
+
+def test_dense_fallback_in_the_drop_warm_up_applies_what_the_allgather_would(results):
+    """A linear warm-up to R = 0.99 over 4 steps on 2 ranks: at R = 0.2475 (under the 2-rank
+    threshold of about 1/3) both ranks allreduce densely, later they allgather; every step's
+    update equals the allgather-only exchange's, on both ranks, and so do the residuals."""
+    for rank in (0, 1):
+        on, off = results[rank]["fallback"]["on"], results[rank]["fallback"]["off"]
+        assert [s["dense_fallback"] for s in on] == [True, False, False, False]
+        assert not any(s["dense_fallback"] for s in off)
+        assert on[0]["sent_bytes"] == on[0]["dense_bytes"] < off[0]["sent_bytes"]
+        for a, b in zip(on, off):
+            np.testing.assert_allclose(arr(a["update"]), arr(b["update"]), rtol=0, atol=TOL)
+            np.testing.assert_allclose(arr(a["residual"]), arr(b["residual"]), rtol=0, atol=TOL)
+            assert a["kept"] == b["kept"]
+        np.testing.assert_array_equal(arr(on[0]["update"]), arr(results[1 - rank]["fallback"]["on"][0]["update"]))
+    assert np.abs(arr(results[0]["fallback"]["on"][0]["update"])).max() > 0.05

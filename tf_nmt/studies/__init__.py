@@ -21,6 +21,7 @@ chaos              elastic run with random worker kills, resume, bad inputs     
 train-speed        training tok/s of variants and of OpenNMT-tf, alternating       :mod:`.train_speed`
 serving-speed      exported translator: sentences/s by request size and length    :mod:`.serving_speed`
 step-speed         the train step on fixed shapes: fp32/bf16/XLA, op profile       :mod:`.step_speed`
+graddrop-warmup    graddrop's exchange in the warm-up: allgather vs dense fallback :mod:`.graddrop_warmup`
 =================  ============================================================  ===========================
 
 Shared pieces: :mod:`.common` (config, real batches of one rank, result files, running
@@ -50,6 +51,7 @@ STUDIES: Dict[str, str] = {
     "train-speed": "tf_nmt.studies.train_speed",
     "serving-speed": "tf_nmt.studies.serving_speed",
     "step-speed": "tf_nmt.studies.step_speed",
+    "graddrop-warmup": "tf_nmt.studies.graddrop_warmup",
 }
 
 

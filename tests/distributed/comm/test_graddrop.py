@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from tf_nmt.compat import tf
-from tf_nmt.distributed.comm.graddrop import GradDropExchange, ramped_drop_ratio, sampling_seed
+from tf_nmt.distributed import accounting
+from tf_nmt.distributed.comm.graddrop import (GradDropExchange, dense_fallback_below,
+                                              ramped_drop_ratio, sampling_seed, sparse_payload_bytes)
 from tf_nmt.distributed.comm.settings import CommSettings
 from tf_nmt.ops import densify, grad_drop_global, one_bit_quantize
 
@@ -183,3 +185,62 @@ def test_sampled_threshold_moves_with_the_step_and_repeats_for_the_same_rank_and
     np.testing.assert_array_equal(kept(0, 5), first)
     assert not np.array_equal(kept(0, 6), first)
     assert not np.array_equal(kept(1, 5), first)
+
+
+def test_dense_fallback_threshold_is_where_the_byte_model_crosses():
+    """Below the returned drop ratio the allgathered (position, value) pairs cost each rank more
+    link bytes than a ring allreduce of the dense float32 gradient; above it, fewer."""
+    total = 1_000_000
+    assert dense_fallback_below(total, 1) == 0.0  # one rank: nothing to choose
+    assert dense_fallback_below(total, 2) == pytest.approx(1 / 3, abs=1e-3)  # 6 B/entry vs 2 x 4 B / 2
+    assert dense_fallback_below(total, 4) == pytest.approx(2 / 3, abs=1e-3)
+    assert dense_fallback_below(total, 2, one_bit=True, columns=1000) == 0.0  # 2.125 B/entry: never
+    for ranks, one_bit in ((2, False), (4, False), (8, False), (8, True)):
+        below = dense_fallback_below(total, ranks, one_bit, columns=1000)
+        dense = accounting.link_send_bytes("dense", 4 * total, ranks)
+
+        def sparse(ratio, ranks=ranks, one_bit=one_bit):
+            payload = sparse_payload_bytes((1 - ratio) * total, total, one_bit, columns=1000)
+            return accounting.link_send_bytes("graddrop", payload, ranks)
+        assert 0.0 < below < 1.0
+        assert sparse(below - 0.01) > dense > sparse(below + 0.01)
+
+
+@pytest.mark.parametrize("local_gradients", [False, True])
+def test_dense_fallback_applies_what_the_allgather_would(local_gradients):
+    """Two simulated ranks early in the drop warm-up (R = 0.099, under the 2-rank threshold of
+    about 1/3): allreducing the kept entries as a dense tensor gives rank 0 the same update and
+    residuals as allgathering them, sends the dense bytes, and says so in its statistics; after
+    the warm-up the same exchange allgathers."""
+    settings = make(drop_ratio=0.99, drop_warmup_steps=100, local_gradients=local_gradients)
+    step = tf.constant(9, tf.int64)  # linear ramp: R = 0.99 * 10 / 100
+    g, res_in = [grads(40), grads(41)], [grads(50), grads(51)]
+    out = {}
+    for fallback in (True, False):
+        sent1 = {}
+
+        def record(tensor, name, sent1=sent1):  # rank 1 alone: what it handed to each collective
+            sent1[name] = tensor
+            return tensor
+
+        res = [[tf.Variable(r) for r in rank_res] for rank_res in res_in]
+        GradDropExchange(settings, SHAPES, 2, gather=record, reduce=record, seed=1,
+                         dense_fallback=fallback).exchange(g[1], res[1], step)
+        ex = GradDropExchange(settings, SHAPES, 2, seed=0, dense_fallback=fallback,
+                              gather=lambda t, name, sent1=sent1: tf.concat([t, sent1[name]], 0),
+                              reduce=lambda t, name, sent1=sent1: t + sent1[name])
+        update = flat(ex.exchange(g[0], res[0], step))
+        out[fallback] = (update, flat([v.numpy() for v in res[0]]), ex.step_stats(), ex, res[0])
+        assert ("graddrop_dense" in sent1) == fallback
+    assert 0 < out[True][3].dense_below < 0.34 and out[False][3].dense_below == 0.0
+    np.testing.assert_allclose(out[True][0], out[False][0], rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(out[True][1], out[False][1])
+    assert np.abs(out[True][0]).max() > 0.1
+    on, off = out[True][2], out[False][2]
+    assert on["dense_fallback"] and not off["dense_fallback"]
+    assert on["kept"] == off["kept"] > 0.85 * out[True][3].total
+    assert on["sent_bytes"] == on["dense_bytes"] < off["sent_bytes"]
+    ex_on = out[True][3]
+    ex_on.reduce = ex_on.gather = lambda t, name: t  # rank 0 alone now: only the branch matters
+    ex_on.exchange(g[0], out[True][4], tf.constant(200, tf.int64))  # R = 0.99: allgather
+    assert not ex_on.step_stats()["dense_fallback"]

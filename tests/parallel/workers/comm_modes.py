@@ -9,6 +9,8 @@ Phases (one launch, to pay TensorFlow's start-up once):
 * average — fedavg and graddrop+local with P = 2: parameters before and after each step's sync.
 * bmuf — BMUF (block momentum 0, block LR 1, and 0.5/1) vs fedavg with P = 2; final parameters.
 * bytes — graddrop at R = 0.99 (float and 1-bit values) on a 68k-parameter model: CommStats.
+* fallback — the exchange called directly through a linear drop warm-up (R = 0.2475, 0.495,
+  0.7425, 0.99) with and without the dense fallback: per step the update, residual and stats.
 """
 import argparse
 import json
@@ -23,7 +25,7 @@ from tf_nmt import distributed  # noqa: E402
 from tf_nmt.compat import keras, tf  # noqa: E402
 from tf_nmt.distributed import comm  # noqa: E402
 from tf_nmt.distributed.comm.callbacks import PeriodicSync  # noqa: E402
-from tf_nmt.distributed.comm.graddrop import GradDropExchange, horovod_gather  # noqa: E402
+from tf_nmt.distributed.comm.graddrop import GradDropExchange, horovod_gather, horovod_sum  # noqa: E402
 
 LENGTH, CLASSES, STEPS, BATCH, LR = 5, 3, 4, 6, 0.5
 
@@ -148,6 +150,27 @@ def phase_bytes(ctx) -> dict:
     return out
 
 
+def phase_fallback(ctx) -> dict:
+    shapes = [(30, 8), (8,), (12, 5)]
+    out = {}
+    for fallback in (True, False):
+        settings = graddrop(drop_ratio=0.99, drop_warmup_steps=4)
+        ex = GradDropExchange(settings, shapes, ctx.size, horovod_gather(ctx.hvd), seed=ctx.rank,
+                              reduce=horovod_sum(ctx.hvd), dense_fallback=fallback)
+        residuals = [tf.Variable(tf.zeros(s)) for s in shapes]
+        rng = np.random.default_rng(70 + ctx.rank)
+        step_fn = tf.function(lambda g, step: ex.exchange(g, residuals, step))
+        steps = []
+        for step in range(4):
+            g = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in shapes]
+            update = step_fn(g, tf.constant(step, tf.int64))
+            steps.append({"update": np.concatenate([u.numpy().ravel() for u in update]).astype(float).tolist(),
+                          "residual": np.concatenate([r.numpy().ravel() for r in residuals]).astype(float).tolist(),
+                          **ex.step_stats()})
+        out["on" if fallback else "off"] = steps
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -155,7 +178,7 @@ def main() -> None:
     ctx = distributed.init(enabled=True)
     result = {"rank": ctx.rank, "size": ctx.size}
     for name, phase in (("r0", phase_r0), ("mass", phase_mass), ("average", phase_average),
-                        ("bmuf", phase_bmuf), ("bytes", phase_bytes)):
+                        ("bmuf", phase_bmuf), ("bytes", phase_bytes), ("fallback", phase_fallback)):
         print(f"[rank {ctx.rank}] phase {name}", flush=True)
         result[name] = phase(ctx)
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,13 @@ samples the ones the uninterrupted run did.
 
 With ``one_bit`` the kept values are 1-bit quantised per column (``one_bit_quantize``, error into
 the residual) and sent as packed sign bits plus each tensor's per-column means.
+
+Dense fallback: while the drop warm-up still keeps a large fraction, (position, value) pairs cost
+more than the dense gradient: an allgather hands each rank N - 1 payloads, a ring allreduce moves
+2(N - 1)/N of the dense tensor. Below :func:`dense_fallback_below` (a drop ratio from the byte
+model of :mod:`tf_nmt.distributed.accounting`) every rank allreduces the same kept entries
+scattered into a dense tensor instead. The sum is the same; only the transport changes, and
+the decision depends on the step alone, so all ranks take the same collective.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from tf_nmt.distributed.comm.settings import CommSettings
 from tf_nmt.ops import grad_drop_global, num_columns, one_bit_quantize
 
 Gather = Callable[[tf.Tensor, str], tf.Tensor]
+Reduce = Callable[[tf.Tensor, str], tf.Tensor]
 
 
 def ramped_drop_ratio(step: tf.Tensor, drop_ratio: float, warmup_steps: int,
@@ -82,6 +90,42 @@ def local_gather(tensor: tf.Tensor, name: str) -> tf.Tensor:  # noqa: ARG001 - s
     return tensor
 
 
+def horovod_sum(hvd: Any) -> Reduce:
+    """Sum a tensor over every rank (``hvd.allreduce`` with ``op=hvd.Sum``)."""
+    return lambda tensor, name: hvd.allreduce(tensor, op=hvd.Sum, name=name)
+
+
+def local_sum(tensor: tf.Tensor, name: str) -> tf.Tensor:  # noqa: ARG001 - same signature
+    """The single-process sum over ranks: this rank's tensor."""
+    return tensor
+
+
+def sparse_payload_bytes(kept: float, total: int, one_bit: bool = False, columns: int = 0) -> float:
+    """Bytes one rank hands to the allgathers when it keeps ``kept`` of ``total`` entries: a
+    2-byte position and a float32 value (1 bit with ``one_bit``, plus two float32 means per
+    column) per entry, and an int32 count per position block (:mod:`wire`)."""
+    per_entry = 2.0 + (0.125 if one_bit else 4.0)
+    fixed = 4.0 * wire.num_blocks(total) + (8.0 * columns if one_bit else 0.0)
+    return kept * per_entry + fixed
+
+
+def dense_fallback_below(total: int, ranks: int, one_bit: bool = False, columns: int = 0) -> float:
+    """The drop ratio under which allreducing the kept entries as a dense float32 tensor puts
+    fewer bytes on each rank's link than allgathering them as (position, value) pairs
+    (``accounting.link_send_bytes``, with the expected ``(1 - R) * total`` kept entries).
+    0.0 where the allgather is never dearer (one rank, or 1-bit values on few ranks)."""
+    if ranks < 2 or total < 1:
+        return 0.0
+    dense = accounting.link_send_bytes("dense", accounting.tensor_bytes([total], "float32"), ranks)
+    cost = [accounting.link_send_bytes("graddrop",
+                                       sparse_payload_bytes(k * total, total, one_bit, columns),
+                                       ranks) for k in (0.0, 1.0)]
+    if cost[1] <= dense:  # sparse is cheaper even when everything is kept
+        return 0.0
+    kept_fraction = (dense - cost[0]) / (cost[1] - cost[0])  # costs are linear in what is kept
+    return float(min(1.0, max(0.0, 1.0 - kept_fraction)))
+
+
 class GradDropExchange:
     """Turns this rank's gradients into the exchanged ones; keeps per-step statistics.
 
@@ -89,8 +133,10 @@ class GradDropExchange:
     """
 
     def __init__(self, settings: CommSettings, shapes: Sequence[tf.TensorShape], num_ranks: int,
-                 gather: Gather = local_gather, seed: int = 0) -> None:
+                 gather: Gather = local_gather, seed: int = 0, reduce: Reduce = local_sum,
+                 dense_fallback: bool = True) -> None:
         self.settings, self.num_ranks, self.gather, self.seed = settings, num_ranks, gather, seed
+        self.reduce = reduce
         self.shapes = [tf.TensorShape(s) for s in shapes]
         self.sizes = [int(s.num_elements()) for s in self.shapes]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
@@ -98,11 +144,16 @@ class GradDropExchange:
         self.dense_bytes = accounting.tensor_bytes([self.total], "float32")  # exchanged as float32
         self.columns = [wire_columns(s) for s in self.shapes]
         self.column_offsets = np.concatenate([[0], np.cumsum(self.columns)]).astype(np.int64)
+        # the drop ratio below which the dense allreduce is cheaper (0: never; see dense_fallback_below)
+        self.dense_below = (dense_fallback_below(self.total, num_ranks, settings.one_bit,
+                                                 int(self.column_offsets[-1]))
+                            if dense_fallback else 0.0)
         with tf.init_scope():  # may be built while Keras traces the train step
             self.sent_bytes = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_sent_bytes")
             self.kept = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_kept")
             self.union = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_union")
             self.ratio = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="gd_ratio")
+            self.fell_back = tf.Variable(False, trainable=False, name="gd_dense_fallback")
 
     # -- sender -----------------------------------------------------------------------------
     def drop(self, grads: List[tf.Tensor], residuals: List[tf.Tensor], drop_ratio: tf.Tensor,
@@ -177,20 +228,39 @@ class GradDropExchange:
         ratio = ramped_drop_ratio(step, self.settings.drop_ratio, self.settings.drop_warmup_steps,
                                   self.settings.drop_warmup_shape)
         positions, values, new_residuals = self.drop(dense, res_in, ratio, step)
-        sent = self.encode(positions, values)
-        gathered = [self.gather(t, f"{GATHER_PREFIX}{i}") for i, t in enumerate(sent)]
-        all_positions, all_values = self.decode(gathered)
-        summed = tf.scatter_nd(all_positions[:, None], all_values, [self.total])
+
+        def sparse():  # allgather the (position, value) pairs
+            sent = self.encode(positions, values)
+            gathered = [self.gather(t, f"{GATHER_PREFIX}{i}") for i, t in enumerate(sent)]
+            all_positions, all_values = self.decode(gathered)
+            summed = tf.scatter_nd(all_positions[:, None], all_values, [self.total])
+            own = summed
+            if self.settings.local_gradients:
+                own_positions, own_values = self.decode(sent)
+                own = tf.scatter_nd(own_positions[:, None], own_values, [self.total])
+            return (summed, own, accounting.graph_tensors_bytes(sent),
+                    tf.cast(tf.size(tf.unique(all_positions).y), tf.int64))
+
+        def dense_sum():  # allreduce the same kept entries as one dense tensor
+            own = tf.scatter_nd(positions[:, None], values, [self.total])
+            summed = self.reduce(own, f"{GATHER_PREFIX}dense")
+            return (summed, own, tf.constant(self.dense_bytes, tf.int64),
+                    tf.math.count_nonzero(summed, dtype=tf.int64))
+
+        if self.dense_below > 0.0:  # the same decision on every rank: it depends on the step only
+            fall_back = ratio < self.dense_below
+            summed, own, sent_bytes, union = tf.cond(fall_back, dense_sum, sparse)
+        else:
+            fall_back = tf.constant(False)
+            summed, own, sent_bytes, union = sparse()
         update = summed / float(self.num_ranks)
         if self.settings.local_gradients:
-            own_positions, own_values = self.decode(sent)
-            own = tf.scatter_nd(own_positions[:, None], own_values, [self.total])
             local = tf.concat([tf.reshape(g, [-1]) for g in dense], 0)
             update = update + (local - own) / float(self.num_ranks)
-        ops = [self.sent_bytes.assign(accounting.graph_tensors_bytes(sent)),
+        ops = [self.sent_bytes.assign(sent_bytes),
                self.kept.assign(tf.cast(tf.size(positions), tf.int64)),
-               self.union.assign(tf.cast(tf.size(tf.unique(all_positions).y), tf.int64)),
-               self.ratio.assign(ratio)]
+               self.union.assign(union), self.ratio.assign(ratio),
+               self.fell_back.assign(fall_back)]
         if residuals is not None:
             ops += [r.assign(n) for r, n in zip(residuals, new_residuals)]
         with tf.control_dependencies(ops):
@@ -203,7 +273,8 @@ class GradDropExchange:
         return {"sent_bytes": int(self.sent_bytes.numpy()), "kept": kept,
                 "kept_fraction": kept / max(self.total, 1),
                 "density": int(self.union.numpy()) / max(self.total, 1),
-                "drop_ratio": float(self.ratio.numpy()), "dense_bytes": self.dense_bytes}
+                "drop_ratio": float(self.ratio.numpy()), "dense_bytes": self.dense_bytes,
+                "dense_fallback": bool(self.fell_back.numpy())}
 
 
 def wire_columns(shape: tf.TensorShape) -> int:

@@ -7,7 +7,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tf_nmt.distributed.comm.averaging import BlockUpdate
 from tf_nmt.distributed.comm.callbacks import BroadcastModel, CommStats, PeriodicSync
-from tf_nmt.distributed.comm.graddrop import GradDropExchange, horovod_gather, local_gather
+from tf_nmt.distributed.comm.graddrop import (GradDropExchange, horovod_gather, horovod_sum,
+                                              local_gather, local_sum)
 from tf_nmt.distributed.comm.horovod import horovod_callbacks, horovod_optimizer
 from tf_nmt.distributed.comm.optimizer import exchange_of, exchange_optimizer
 from tf_nmt.distributed.comm.settings import HOROVOD_MODES, CommSettings
@@ -30,10 +31,11 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
     if settings.mode == "graddrop":
         size = ctx.size if ctx.distributed else 1
         gather = horovod_gather(ctx.hvd) if ctx.distributed else local_gather
+        reduce = horovod_sum(ctx.hvd) if ctx.distributed else local_sum
 
         def factory(variables):
             return GradDropExchange(settings, [v.shape for v in variables], size, gather,
-                                    seed=ctx.rank)
+                                    seed=ctx.rank, reduce=reduce)
 
         return exchange_optimizer(optimizer, factory, residuals=settings.error_feedback)
     return optimizer
