@@ -128,18 +128,24 @@ def run_tf_nmt(*args: str) -> None:
 
 def add_rank_study_args(p: argparse.ArgumentParser, out: Path, ranks: str) -> None:
     """The options of a study that launches its own worker on every rank under horovodrun
-    (rank counts, model and batches, launcher, output; ``--worker``/``--worker-out`` are the
-    ranks' own)."""
-    p.add_argument("--ranks", default=ranks, help="rank counts to measure under horovodrun")
+    and feeds it real batches: :func:`add_launch_args` plus the batches' size and sample."""
     p.add_argument("--batch-tokens", type=int, default=5000)
     p.add_argument("--pairs-per-rank", type=int, default=3000,
                    help="train pairs each rank samples and tokenises")
+    add_launch_args(p, out, ranks)
+
+
+def add_launch_args(p: argparse.ArgumentParser, out: Path, ranks: str,
+                    timeout: float = 900) -> None:
+    """The options of a study that launches its own worker on every rank under horovodrun
+    (rank counts, model, launcher, output; ``--worker``/``--worker-out`` are the ranks' own)."""
+    p.add_argument("--ranks", default=ranks, help="rank counts to measure under horovodrun")
     p.add_argument("--preset", default="quickstart")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--controller", default="gloo", choices=CONTROLLERS)
     p.add_argument("--out", type=Path, default=out)
     p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--timeout", type=float, default=timeout)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
 

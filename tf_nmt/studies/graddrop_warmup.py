@@ -28,7 +28,6 @@ import numpy as np
 
 from tf_nmt.config import load_config, preset
 from tf_nmt.distributed import launcher
-from tf_nmt.distributed.launcher import CONTROLLERS
 from tf_nmt.studies import common
 from tf_nmt.utils import machine
 
@@ -133,19 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The study's command line (also ``scripts/bench_graddrop_warmup.py``)."""
     p = argparse.ArgumentParser(prog="tf-nmt study graddrop-warmup",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", default="2,4", help="rank counts to measure under horovodrun")
     p.add_argument("--kept", default="1,0.75,0.5,0.3,0.1,0.01",
                    help="kept fractions (1 - drop ratio), comma list in (0, 1]")
     p.add_argument("--rounds", type=int, default=3, help="alternating timed rounds")
     p.add_argument("--steps", type=int, default=3, help="exchanges per variant and round")
-    p.add_argument("--preset", default="quickstart")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    p.add_argument("--controller", default="gloo", choices=CONTROLLERS)
-    p.add_argument("--out", type=Path, default=Path("results/graddrop_warmup.json"))
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--timeout", type=float, default=1800)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--worker-out", help=argparse.SUPPRESS)
+    common.add_launch_args(p, out=Path("results/graddrop_warmup.json"), ranks="2,4", timeout=1800)
     return p
 
 
