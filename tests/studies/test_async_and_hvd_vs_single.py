@@ -47,6 +47,9 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
             "--kinds", "gnmt", "--lrs", "0.001", "--modes", "async,downpour", "--updates", "4"]
     asynchronous.main(argv)
     assert calls == ["train-async", "evaluate"] * 2
+    done = json.loads((tmp_path / "a.json").read_text())
+    assert done["complete"] and done["planned_runs"] == 2
+    assert done["command"].startswith("tf-nmt study async --work-dir")
     with pytest.raises(SystemExit):  # without --resume an existing grid is not replaced
         asynchronous.main(argv)
     asynchronous.main(argv + ["--resume"])
@@ -55,6 +58,39 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
     assert [r["dev_bleu"] for r in out["runs"]] == [1.25, 1.25]
     with pytest.raises(SystemExit, match="other options"):
         asynchronous.main(argv + ["--resume", "--n-push", "8"])
+
+
+def test_async_writes_the_results_after_every_run(tmp_path, monkeypatch):
+    """A grid cut after its first run (the session ends) keeps that run in the results file."""
+    def fake_tf_nmt(command, *argv):
+        run = tmp_path / "w" / argv[argv.index("--run-dir") + 1].split("/")[-1]
+        if command == "train-async" and "lr0.002" in run.name:
+            seen = json.loads((tmp_path / "a.json").read_text())
+            assert [r["lr"] for r in seen["runs"]] == [0.001] and not seen["complete"]
+            raise KeyboardInterrupt
+        if command == "train-async":
+            run.mkdir(parents=True)
+            (run / "async.json").write_text(json.dumps(
+                {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
+                 "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
+        else:
+            (run / "dev.json").write_text(json.dumps({"bleu": 0.5}))
+
+    monkeypatch.setattr(asynchronous.common, "run_tf_nmt", fake_tf_nmt)
+    with pytest.raises(KeyboardInterrupt):
+        asynchronous.main(["--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "a.json"),
+                           "--kinds", "transformer", "--lrs", "0.001,0.002", "--modes", "async"])
+    kept = json.loads((tmp_path / "a.json").read_text())
+    assert kept["planned_runs"] == 2 and [r["dev_bleu"] for r in kept["runs"]] == [0.5]
+
+
+@pytest.mark.parametrize("bad", [["--lrs", "0.001,fast"], ["--lrs", "0"], ["--kinds", "rnn"]])
+def test_async_refuses_bad_grids_before_training(tmp_path, monkeypatch, bad):
+    monkeypatch.setattr(asynchronous.common, "run_tf_nmt", lambda *a: pytest.fail("trained"))
+    with pytest.raises(SystemExit):
+        asynchronous.main(["--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "a.json"),
+                           *bad])
+    assert not (tmp_path / "a.json").exists()
 
 
 def test_async_rows_and_table_mark_divergence():

@@ -149,6 +149,22 @@ def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict[s
     return row(kind, lr, mode, args.workers, report, bleu, wall)
 
 
+def payload(args: argparse.Namespace, argv: Optional[Sequence[str]], runs: List[Dict[str, Any]],
+            planned: int, wall_seconds: float) -> Dict[str, Any]:
+    """The results file: settings, the command, and the runs finished so far (of ``planned``)."""
+    return {"experiment": "async SGD with global accumulation (issue 8)",
+            "command": common.command_line("async", argv),
+            "tiny_smoke_setting": bool(args.tiny),
+            "complete": len(runs) == planned, "planned_runs": planned,
+            "settings": {"workers": args.workers, "updates": args.updates, "lrs": args.lrs,
+                         "stale_u": args.stale_u, "dev_limit": args.dev_limit,
+                         "downpour": {"n_push": args.n_push, "n_fetch": args.n_fetch,
+                                      "clip_norm": args.clip_norm},
+                         "overrides": args.set, "engine": "tf.distribute ParameterServerStrategy, "
+                         "1 ps + N worker server processes on 127.0.0.1"},
+            "runs": runs, "wall_seconds": wall_seconds}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Train and evaluate every (kind, lr, mode); write the results and print the table."""
     parser = build_parser()
@@ -156,6 +172,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for mode in args.modes.split(","):
         if mode not in MODES:
             parser.error(f"unknown mode {mode!r} (use {', '.join(MODES)})")
+    for kind in args.kinds.split(","):
+        if kind not in KIND_SETTINGS:
+            parser.error(f"unknown kind {kind!r} (use {', '.join(KIND_SETTINGS)})")
+    try:
+        lrs = [float(x) for x in args.lrs.split(",")]
+    except ValueError:
+        parser.error(f"--lrs takes a comma list of numbers, got {args.lrs!r}")
+    if any(not lr > 0 for lr in lrs):
+        parser.error(f"every learning rate in --lrs must be > 0, got {args.lrs!r}")
     if args.n_push < 1 or args.n_fetch < 1 or args.clip_norm < 0:
         parser.error("--n-push and --n-fetch must be >= 1 and --clip-norm >= 0")
     if args.tiny:
@@ -168,18 +193,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.work_dir.exists():
             shutil.rmtree(args.work_dir)
     start = time.perf_counter()
-    runs = [run_one(args, kind, lr, mode) for kind in args.kinds.split(",")
-            for lr in [float(x) for x in args.lrs.split(",")] for mode in args.modes.split(",")]
-    payload = {"experiment": "async SGD with global accumulation (issue 8)",
-               "tiny_smoke_setting": bool(args.tiny),
-               "settings": {"workers": args.workers, "updates": args.updates, "lrs": args.lrs,
-                            "stale_u": args.stale_u, "dev_limit": args.dev_limit,
-                            "downpour": {"n_push": args.n_push, "n_fetch": args.n_fetch,
-                                         "clip_norm": args.clip_norm},
-                            "overrides": args.set, "engine": "tf.distribute ParameterServerStrategy, "
-                            "1 ps + N worker server processes on 127.0.0.1"},
-               "runs": runs, "wall_seconds": time.perf_counter() - start}
-    write_json_atomic(args.output, payload)
+    grid = [(kind, lr, mode) for kind in args.kinds.split(",") for lr in lrs
+            for mode in args.modes.split(",")]
+    runs: List[Dict[str, Any]] = []
+    for kind, lr, mode in grid:  # the results file grows after every run: a cut grid keeps them
+        runs.append(run_one(args, kind, lr, mode))
+        write_json_atomic(args.output, payload(args, argv, runs, len(grid),
+                                               time.perf_counter() - start))
     print("\n" + table(runs))
     print(f"wrote {args.output}")
     return 0
