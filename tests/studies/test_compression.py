@@ -229,6 +229,12 @@ def test_summary_from_the_progress_log_and_threshold():
     assert base["bleu_threshold"] == pytest.approx(8.1)  # 90% of the best sparse_as_dense BLEU
     assert base["seconds_to_threshold"] == 120.0 and gd["seconds_to_threshold"] is None
     assert "graddrop" in exp.table([base, gd])
+    assert base["kept_fraction_by_tensor"] is None  # no per-tensor statistics in this file
+    per_tensor = {"tensors": [{"name": "enc/kernel:0", "mean_kept_fraction_after_warmup": 0.02},
+                              {"name": "dec/bias:0", "mean_kept_fraction_after_warmup": 0.0}]}
+    gd = exp.summarise("gnmt", "graddrop", run, curve, {**stats, "per_tensor": per_tensor}, 1,
+                       progress)
+    assert gd["kept_fraction_by_tensor"] == {"enc/kernel:0": 0.02, "dec/bias:0": 0.0}
 
 
 def test_the_study_reads_what_the_trainer_logs(tmp_path):

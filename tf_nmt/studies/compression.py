@@ -361,9 +361,19 @@ def summarise(model: str, mode: str, run: Dict[str, Any], curve: List[Dict],
             "bytes_per_step_after_drop_warmup": sum(steady) / len(steady) if steady else None,
             "mean_density": stats.get("mean_density"),
             "mean_kept_fraction": stats.get("mean_kept_fraction"),
+            "kept_fraction_by_tensor": kept_by_tensor(stats),
             "wall_seconds": run["wall_seconds"], "interrupted": run.get("interrupted", False),
             "curve": curve,
             "loss": [{"step": r["step"], "loss": r["loss"]} for r in progress]}
+
+
+def kept_by_tensor(stats: Dict[str, Any]) -> Optional[Dict[str, float]]:
+    """GradDrop runs: each tensor's mean kept fraction after the drop warm-up (rank 0's), from
+    ``comm_stats.json``; a tensor far below the run's mean is starved by a global threshold."""
+    per_tensor = stats.get("per_tensor")
+    if not per_tensor:
+        return None
+    return {r["name"]: r["mean_kept_fraction_after_warmup"] for r in per_tensor["tensors"]}
 
 
 def time_to_threshold(results: List[Dict[str, Any]], fixed: float) -> None:

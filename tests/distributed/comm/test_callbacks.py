@@ -7,7 +7,7 @@ import pytest
 from tf_nmt.compat import keras
 from tf_nmt.distributed import SINGLE
 from tf_nmt.distributed.comm import CommSettings, comm_callbacks, wrap_optimizer
-from tf_nmt.distributed.comm.callbacks import CommStats, PeriodicSync
+from tf_nmt.distributed.comm.callbacks import CommStats, PeriodicSync, TensorKept
 from tf_nmt.distributed.comm.optimizer import exchange_of
 
 
@@ -66,6 +66,39 @@ def test_stats_for_graddrop_come_from_the_exchange():
     assert len(stats.history) == 4 and len(lines) == 2 and "density of summed gradient" in lines[0]
     for entry in recorder.logs:
         assert 0 < entry["comm_density"] < 1 and entry["comm_bytes"] < entry["comm_dense_bytes"]
+
+
+def test_graddrop_stats_file_has_what_each_tensor_kept(tmp_path):
+    settings = CommSettings(mode="graddrop", drop_ratio=0.5, drop_warmup_steps=2)
+    path = tmp_path / "stats.json"
+    fit(settings, comm_callbacks(settings, SINGLE, log=lambda _m: None, stats_path=path), steps=5)
+    summary = json.loads(path.read_text())["per_tensor"]
+    assert summary["steps"] == 5 and summary["steps_after_warmup"] == 3  # steps 3, 4, 5
+    rows = {r["name"].split("/")[-1]: r for r in summary["tensors"]}
+    assert {n: r["size"] for n, r in rows.items()} == {"kernel:0": 15, "bias:0": 3}
+    kept = sum(r["kept"] for r in rows.values())
+    per_step = json.loads(path.read_text())["per_step"]
+    assert kept == sum(e["kept"] for e in per_step)  # the same entries, split by tensor
+    for r in rows.values():
+        assert 0 <= r["mean_kept_fraction_after_warmup"] <= 1
+        assert r["kept_after_warmup"] <= r["kept"]
+
+
+def test_tensor_kept_sums_survive_a_resume():
+    kept = TensorKept({"names": ["a", "b"], "sizes": [10, 4]}, warmup_steps=1)
+    for step, counts in ((1, [10, 4]), (2, [1, 0]), (3, [2, 0])):
+        kept.add(step, counts)
+    summary = kept.summary()
+    rows = summary["tensors"]
+    assert [r["kept"] for r in rows] == [13, 4] and [r["kept_after_warmup"] for r in rows] == [3, 0]
+    assert [r["steps_with_none_after_warmup"] for r in rows] == [0, 2]
+    assert rows[0]["mean_kept_fraction_after_warmup"] == pytest.approx(3 / 20)
+    again = TensorKept.from_summary(json.loads(json.dumps(summary)))
+    again.add(4, [1, 1])
+    assert [r["kept"] for r in again.summary()["tensors"]] == [14, 5]
+    assert again.summary()["steps_after_warmup"] == 3
+    assert again.matches({"names": ["a", "b"], "sizes": [10, 4]})
+    assert not again.matches({"names": ["a", "c"], "sizes": [10, 4]})
 
 
 def test_dense_modes_report_the_dense_allreduce_bytes():

@@ -64,6 +64,35 @@ def test_single_rank_update_is_sparse_and_residual_keeps_the_rest():
     assert stats["density"] == pytest.approx(ex.kept.numpy() / ex.total)
 
 
+@pytest.mark.parametrize("per_tensor", [False, True])
+def test_kept_entries_are_counted_per_tensor(per_tensor):
+    """The per-tensor counts are those of the op's own selection, tensor by tensor."""
+    ex = GradDropExchange(make(per_tensor=per_tensor), SHAPES, num_ranks=1,
+                          names=["w", "b", "conv"])
+    g, r = grads(3), grads(4)
+    residuals = [tf.Variable(t) for t in r]
+    ex.exchange(g, residuals, tf.constant(0, tf.int64))
+    stats = ex.tensor_stats()
+    ref = grad_drop_global(g, r, 0.9, seed=sampling_seed(0, 0), per_tensor=per_tensor)
+    assert stats["names"] == ["w", "b", "conv"] and stats["sizes"] == [1200, 30, 385]
+    assert stats["kept"] == [int(tf.size(i)) for i, _, _ in ref]
+    assert sum(stats["kept"]) == ex.kept.numpy()
+    scaled = [g[0] * 100.0, g[1], g[2] * 0.01]  # one tensor's gradients dwarf another's
+    ex.exchange(scaled, residuals, tf.constant(1, tf.int64))
+    kept = ex.tensor_stats()["kept"]
+    if per_tensor:  # every tensor keeps its own top 10%
+        assert all(k > 0 for k in kept)
+    else:  # one global threshold: the small tensor is starved this step
+        assert kept[2] == 0 and kept[0] > 0
+
+
+def test_tensor_names_must_match_the_shapes():
+    with pytest.raises(ValueError, match="2 names for 3 tensors"):
+        GradDropExchange(make(), SHAPES, num_ranks=1, names=["a", "b"])
+    assert GradDropExchange(make(), SHAPES, num_ranks=1).tensor_stats()["names"] == [
+        "tensor_0", "tensor_1", "tensor_2"]
+
+
 def test_local_gradients_with_one_rank_apply_the_local_gradient():
     """N = 1: C = G - S + L = L exactly, whatever was dropped."""
     ex = GradDropExchange(make(local_gradients=True), SHAPES, num_ranks=1)

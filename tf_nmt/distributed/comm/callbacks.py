@@ -104,14 +104,18 @@ class CommStats(keras.callbacks.Callback):
         self.mode, self.exchange_of, self.sync = mode, exchange_of, sync
         self.every, self.log, self.out_path, self.world_size = every, log, out_path, world_size
         self.history: List[Dict[str, float]] = []
+        self.tensors: Optional[TensorKept] = None  # graddrop: what each tensor got to send
 
     def on_train_begin(self, logs=None):
         self.dense_bytes = variables_bytes(self.model.trainable_variables)
         self._t0 = time.time()
         if self.out_path is not None and Path(self.out_path).is_file():  # a resumed run
             step = int(self.model.optimizer.iterations.numpy())
-            earlier = json.loads(Path(self.out_path).read_text()).get("per_step", [])
+            file = json.loads(Path(self.out_path).read_text())
+            earlier = file.get("per_step", [])
             self.history = [e for e in earlier if e["step"] <= step] + self.history
+            if file.get("per_tensor") and max((e["step"] for e in earlier), default=0) <= step:
+                self.tensors = TensorKept.from_summary(file["per_tensor"])  # no step to drop
 
     def step_stats(self) -> Dict[str, float]:
         exchange = self.exchange_of(self.model.optimizer)
@@ -129,6 +133,12 @@ class CommStats(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         stats = self.step_stats()
         step = int(self.model.optimizer.iterations.numpy())
+        exchange = self.exchange_of(self.model.optimizer)
+        if exchange is not None and hasattr(exchange, "tensor_stats"):
+            if self.tensors is None or not self.tensors.matches(exchange.tensor_stats()):
+                self.tensors = TensorKept(exchange.tensor_stats(),
+                                          exchange.settings.drop_warmup_steps)
+            self.tensors.add(step, exchange.tensor_stats()["kept"])
         entry = {"step": step, **{k: float(v) for k, v in stats.items()}}
         self.history.append(entry)
         if logs is not None:
@@ -154,8 +164,65 @@ class CommStats(keras.callbacks.Callback):
                 "mean_kept_fraction": (sum(e.get("kept_fraction", e["density"]) for e in self.history)
                                        / steps) if steps else None,
                 "syncs": self.sync.syncs if self.sync is not None else 0,
+                "per_tensor": self.tensors.summary() if self.tensors is not None else None,
                 "per_step": self.history}
 
     def on_train_end(self, logs=None):
         if self.out_path is not None:
             write_bytes_atomic(Path(self.out_path), json.dumps(self.summary()).encode())
+
+
+class TensorKept:
+    """Per tensor, over the steps of a GradDrop run: how many entries this rank kept in all,
+    and after the drop warm-up (``warmup_steps``) how many, and in how many steps none.
+
+    A global threshold compares every tensor's entries with one another; a tensor whose
+    gradients are small next to the rest sends rarely (its error-feedback residual grows until
+    it crosses), which the thesis's per-layer thresholds avoid (``train.drop_threshold``).
+    """
+
+    def __init__(self, stats: Dict[str, Any], warmup_steps: int) -> None:
+        self.names, self.sizes = list(stats["names"]), [int(n) for n in stats["sizes"]]
+        self.warmup_steps = int(warmup_steps)
+        n = len(self.names)
+        self.kept, self.kept_after, self.none_after = [0] * n, [0] * n, [0] * n
+        self.steps = self.steps_after = 0
+
+    def matches(self, stats: Dict[str, Any]) -> bool:
+        return list(stats["names"]) == self.names and [int(n) for n in stats["sizes"]] == self.sizes
+
+    def add(self, step: int, kept: Sequence[int]) -> None:
+        self.steps += 1
+        after = step > self.warmup_steps
+        self.steps_after += int(after)
+        for i, k in enumerate(kept):
+            self.kept[i] += int(k)
+            if after:
+                self.kept_after[i] += int(k)
+                self.none_after[i] += int(k == 0)
+
+    def summary(self) -> Dict[str, Any]:
+        """The sums (a resumed run adds to them) and each tensor's mean kept fraction."""
+        rows = []
+        for i, (name, size) in enumerate(zip(self.names, self.sizes)):
+            rows.append({"name": name, "size": size, "kept": self.kept[i],
+                         "kept_after_warmup": self.kept_after[i],
+                         "steps_with_none_after_warmup": self.none_after[i],
+                         "mean_kept_fraction": self.kept[i] / (size * self.steps)
+                         if self.steps and size else None,
+                         "mean_kept_fraction_after_warmup":
+                             self.kept_after[i] / (size * self.steps_after)
+                             if self.steps_after and size else None})
+        return {"warmup_steps": self.warmup_steps, "steps": self.steps,
+                "steps_after_warmup": self.steps_after, "tensors": rows}
+
+    @classmethod
+    def from_summary(cls, summary: Dict[str, Any]) -> "TensorKept":
+        rows = summary["tensors"]
+        out = cls({"names": [r["name"] for r in rows], "sizes": [r["size"] for r in rows]},
+                  summary["warmup_steps"])
+        out.kept = [int(r["kept"]) for r in rows]
+        out.kept_after = [int(r["kept_after_warmup"]) for r in rows]
+        out.none_after = [int(r["steps_with_none_after_warmup"]) for r in rows]
+        out.steps, out.steps_after = int(summary["steps"]), int(summary["steps_after_warmup"])
+        return out

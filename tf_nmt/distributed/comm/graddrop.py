@@ -134,10 +134,15 @@ class GradDropExchange:
 
     def __init__(self, settings: CommSettings, shapes: Sequence[tf.TensorShape], num_ranks: int,
                  gather: Gather = local_gather, seed: int = 0, reduce: Reduce = local_sum,
-                 dense_fallback: bool = True) -> None:
+                 dense_fallback: bool = True, names: Optional[Sequence[str]] = None) -> None:
         self.settings, self.num_ranks, self.gather, self.seed = settings, num_ranks, gather, seed
         self.reduce = reduce
         self.shapes = [tf.TensorShape(s) for s in shapes]
+        if names is not None and len(names) != len(self.shapes):
+            raise ValueError(f"{len(names)} names for {len(self.shapes)} tensors")
+        # for the per-tensor statistics: which tensors a global threshold starves
+        self.names = list(names) if names is not None else [f"tensor_{i}"
+                                                             for i in range(len(self.shapes))]
         self.sizes = [int(s.num_elements()) for s in self.shapes]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.total = int(self.offsets[-1])
@@ -154,6 +159,8 @@ class GradDropExchange:
             self.union = tf.Variable(0, dtype=tf.int64, trainable=False, name="gd_union")
             self.ratio = tf.Variable(0.0, dtype=tf.float32, trainable=False, name="gd_ratio")
             self.fell_back = tf.Variable(False, trainable=False, name="gd_dense_fallback")
+            self.kept_per_tensor = tf.Variable(tf.zeros([len(self.shapes)], tf.int64),
+                                               trainable=False, name="gd_kept_per_tensor")
 
     # -- sender -----------------------------------------------------------------------------
     def drop(self, grads: List[tf.Tensor], residuals: List[tf.Tensor], drop_ratio: tf.Tensor,
@@ -259,6 +266,7 @@ class GradDropExchange:
             update = update + (local - own) / float(self.num_ranks)
         ops = [self.sent_bytes.assign(sent_bytes),
                self.kept.assign(tf.cast(tf.size(positions), tf.int64)),
+               self.kept_per_tensor.assign(self._per_tensor(positions)),
                self.union.assign(union), self.ratio.assign(ratio),
                self.fell_back.assign(fall_back)]
         if residuals is not None:
@@ -266,6 +274,18 @@ class GradDropExchange:
         with tf.control_dependencies(ops):
             pieces = tf.split(update, self.sizes) if len(self.sizes) > 1 else [update]
             return [tf.cast(tf.reshape(p, s), g.dtype) for p, s, g in zip(pieces, self.shapes, grads)]
+
+    def _per_tensor(self, positions: tf.Tensor) -> tf.Tensor:
+        """How many of this rank's kept global ``positions`` fall in each tensor."""
+        tensor = tf.searchsorted(tf.constant(self.offsets[1:]), positions, side="right")
+        n = len(self.shapes)
+        return tf.math.bincount(tf.cast(tensor, tf.int32), minlength=n, maxlength=n,
+                                dtype=tf.int64)
+
+    def tensor_stats(self) -> dict:
+        """Per tensor (by name): its size and how many entries this rank kept in the last step."""
+        return {"names": self.names, "sizes": self.sizes,
+                "kept": [int(k) for k in self.kept_per_tensor.numpy()]}
 
     def step_stats(self) -> dict:
         """Statistics of the last exchange (read eagerly after a step)."""

@@ -35,7 +35,8 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
 
         def factory(variables):
             return GradDropExchange(settings, [v.shape for v in variables], size, gather,
-                                    seed=ctx.rank, reduce=reduce)
+                                    seed=ctx.rank, reduce=reduce,
+                                    names=[v.name for v in variables])
 
         return exchange_optimizer(optimizer, factory, residuals=settings.error_feedback)
     return optimizer
