@@ -237,6 +237,32 @@ def test_summary_from_the_progress_log_and_threshold():
     assert gd["kept_fraction_by_tensor"] == {"enc/kernel:0": 0.02, "dec/bias:0": 0.0}
 
 
+def test_plot_gives_each_mode_one_colour_in_every_panel(tmp_path, monkeypatch):
+    """A run without wall times is left out of the time panel; the colours must not shift."""
+    drawn = []
+    real_plot = exp.subplots
+
+    def recording_subplots(*a, **kw):
+        fig, axes = real_plot(*a, **kw)
+        for ax in axes.ravel():
+            original = ax.plot
+            ax.plot = lambda *p, _o=original, _ax=ax, **k: (drawn.append((id(_ax), k["label"],
+                                                                         k["color"])), _o(*p, **k))[1]
+        return fig, axes
+
+    monkeypatch.setattr(exp, "subplots", recording_subplots)
+    curve = [{"step": 10, "bleu": 1.0, "seconds": 6.0}, {"step": 20, "bleu": 2.0, "seconds": 12.0}]
+    runs = [{"model": "transformer", "mode": "sparse_as_dense", "curve": [{"step": 10, "bleu": 1.0}]},
+            {"model": "transformer", "mode": "graddrop", "curve": curve},
+            {"model": "gnmt", "mode": "graddrop", "curve": curve}]
+    exp.plot(runs, tmp_path / "p.png")
+    assert (tmp_path / "p.png").is_file()
+    colour = {}
+    for _ax, mode, c in drawn:
+        assert colour.setdefault(mode, c) == c
+    assert colour["sparse_as_dense"] != colour["graddrop"] and len(drawn) == 5
+
+
 def test_the_study_reads_what_the_trainer_logs(tmp_path):
     """The progress entries the study summarises are the trainer's JSONL log, read back."""
     from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log

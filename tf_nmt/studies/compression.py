@@ -428,18 +428,31 @@ def against_thesis(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def plot(results: List[Dict[str, Any]], path: Path) -> None:
     """BLEU vs step (left) and vs wall time (right), one row per model."""
     models = sorted({r["model"] for r in results})
+    colours = mode_colours(results)
     fig, axes = subplots(len(models), 2, figsize=(11, 4 * len(models)))
     for row, model in zip(axes, models):
         for r in (r for r in results if r["model"] == model):
             steps = [c["step"] for c in r["curve"]]
-            row[0].plot(steps, [c["bleu"] for c in r["curve"]], marker="o", label=r["mode"])
+            style = dict(marker="o", label=r["mode"], color=colours[r["mode"]])
+            row[0].plot(steps, [c["bleu"] for c in r["curve"]], **style)
             if all("seconds" in c for c in r["curve"]):  # an interrupted run has no wall time
                 row[1].plot([c["seconds"] / 60 for c in r["curve"]],
-                            [c["bleu"] for c in r["curve"]], marker="o", label=r["mode"])
+                            [c["bleu"] for c in r["curve"]], **style)
         row[0].set(title=f"{model}: BLEU vs step", xlabel="optimizer step", ylabel="test BLEU")
         row[1].set(title=f"{model}: BLEU vs time", xlabel="wall time (min)", ylabel="test BLEU")
         row[0].legend(fontsize=8)
+        if row[1].lines:
+            row[1].legend(fontsize=8)
     save_figure(fig, path)
+
+
+def mode_colours(results: List[Dict[str, Any]]) -> Dict[str, str]:
+    """One colour per mode, the same in every panel and model (matplotlib's cycle, in the
+    order the modes first appear): the time panel skips runs without wall times, so colours
+    assigned by plotting order would name other modes there."""
+    modes = list(dict.fromkeys(r["mode"] for r in results))
+    cycle = [f"C{i % 10}" for i in range(len(modes))]
+    return dict(zip(modes, cycle))
 
 
 def _cell(value: Any, fmt: str) -> str:
