@@ -58,6 +58,19 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
     assert [r["dev_bleu"] for r in out["runs"]] == [1.25, 1.25]
     with pytest.raises(SystemExit, match="other options"):
         asynchronous.main(argv + ["--resume", "--n-push", "8"])
+    assert json.loads((tmp_path / "a.json").read_text()) == out  # refused before any rewrite
+    assert out["runs"][0]["options"][:4] == ["--workers", "4", "--k", "1"]
+    assert out["runs"][0]["machine"]["cpus"] >= 1
+
+    # another machine: the run directories are gone, the committed results file is there
+    import shutil
+    shutil.rmtree(tmp_path / "w")
+    asynchronous.main(argv + ["--resume"])
+    assert len(calls) == 4  # both runs reused from the results file
+    again = json.loads((tmp_path / "a.json").read_text())
+    assert again["runs"] == out["runs"] and again["complete"]
+    asynchronous.main(argv + ["--resume", "--dev-limit", "50"])  # another evaluation: retrained
+    assert calls[4:] == ["train-async", "evaluate"] * 2
 
 
 def test_async_writes_the_results_after_every_run(tmp_path, monkeypatch):

@@ -29,9 +29,10 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tf_nmt.studies import common
+from tf_nmt.utils import machine
 from tf_nmt.utils.io import write_json_atomic
 
 KIND_SETTINGS = {
@@ -115,21 +116,50 @@ def build_parser() -> argparse.ArgumentParser:
 RUN_RECORD = "study_run.json"  # a finished run: its options, wall time and dev BLEU
 
 
-def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict[str, Any]:
-    """Train and score one (kind, lr, mode), or with ``--resume`` reuse its finished run."""
-    run = args.work_dir / f"{kind}-lr{lr:g}-{mode}"
+def cell(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Tuple[Path, List[str]]:
+    """The run directory and ``tf-nmt train-async`` options of one (kind, lr, mode)."""
     options = ["--workers", str(args.workers),
                *mode_args(mode, args.workers, args.stale_u, args.n_push, args.n_fetch),
                *common.set_args(run_overrides(kind, lr, args.updates, args.tiny, args.set,
                                               mode, args.clip_norm))]
+    return args.work_dir / f"{kind}-lr{lr:g}-{mode}", options
+
+
+def check_resumable(args: argparse.Namespace, grid: Sequence[Tuple[str, float, str]]) -> None:
+    """Before anything trains or is written: refuse a ``--resume`` whose finished runs were
+    trained with other options (else the results file would be rewritten without them)."""
+    for kind, lr, mode in grid:
+        run, options = cell(args, kind, lr, mode)
+        if (run / RUN_RECORD).is_file():
+            record = json.loads((run / RUN_RECORD).read_text())
+            if record["options"] != options:
+                raise SystemExit(f"{run} was trained with other options ({record['options']}); "
+                                 f"pass --overwrite to retrain the grid")
+
+
+def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str,
+            earlier: Sequence[Dict[str, Any]] = ()) -> Dict[str, Any]:
+    """Train and score one (kind, lr, mode), or with ``--resume`` reuse its finished run: from
+    its run directory, or else the row of ``earlier`` (the results file's runs) trained with
+    the same options, so a grid spread over sessions and machines resumes from the committed
+    results file alone."""
+    run, options = cell(args, kind, lr, mode)
     record_path = run / RUN_RECORD
+    if args.resume and not record_path.is_file():
+        for r in earlier:
+            if (r.get("options") == options and r.get("dev_limit") == args.dev_limit
+                    and (r["kind"], r["lr"], r["mode"]) == (kind, lr, mode)):
+                print(f"  reusing the finished run recorded in {args.output}", flush=True)
+                return r
     if args.resume and record_path.is_file():
         record = json.loads(record_path.read_text())
         if record["options"] == options and record["dev_limit"] == args.dev_limit:
             print(f"  reusing the finished run in {run}", flush=True)
             report = json.loads((run / "async.json").read_text())
-            return row(kind, lr, mode, args.workers, report, record["dev_bleu"],
-                       record["wall_seconds"])
+            return {**row(kind, lr, mode, args.workers, report, record["dev_bleu"],
+                          record["wall_seconds"]),
+                    "options": options, "dev_limit": args.dev_limit,
+                    "machine": record.get("machine")}
         raise SystemExit(f"{run} was trained with other options ({record['options']}); "
                          f"pass --overwrite to retrain the grid")
     if run.exists():  # an unfinished run (train-async starts fresh runs only)
@@ -144,9 +174,11 @@ def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict[s
                           "--limit", str(args.dev_limit), "--output-json", str(run / "dev.json"))
         bleu = json.loads((run / "dev.json").read_text())["bleu"]
     wall = time.perf_counter() - t0
+    where = machine.describe()
     write_json_atomic(record_path, {"options": options, "dev_limit": args.dev_limit,
-                                    "dev_bleu": bleu, "wall_seconds": wall})
-    return row(kind, lr, mode, args.workers, report, bleu, wall)
+                                    "dev_bleu": bleu, "wall_seconds": wall, "machine": where})
+    return {**row(kind, lr, mode, args.workers, report, bleu, wall),
+            "options": options, "dev_limit": args.dev_limit, "machine": where}
 
 
 def payload(args: argparse.Namespace, argv: Optional[Sequence[str]], runs: List[Dict[str, Any]],
@@ -195,9 +227,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
     grid = [(kind, lr, mode) for kind in args.kinds.split(",") for lr in lrs
             for mode in args.modes.split(",")]
+    if args.resume:
+        check_resumable(args, grid)
+    earlier = (json.loads(args.output.read_text()).get("runs", [])
+               if args.resume and args.output.is_file() else [])
     runs: List[Dict[str, Any]] = []
     for kind, lr, mode in grid:  # the results file grows after every run: a cut grid keeps them
-        runs.append(run_one(args, kind, lr, mode))
+        runs.append(run_one(args, kind, lr, mode, earlier))
         write_json_atomic(args.output, payload(args, argv, runs, len(grid),
                                                time.perf_counter() - start))
     print("\n" + table(runs))
