@@ -135,10 +135,10 @@ class CommStats(keras.callbacks.Callback):
         step = int(self.model.optimizer.iterations.numpy())
         exchange = self.exchange_of(self.model.optimizer)
         if exchange is not None and hasattr(exchange, "tensor_stats"):
-            if self.tensors is None or not self.tensors.matches(exchange.tensor_stats()):
-                self.tensors = TensorKept(exchange.tensor_stats(),
-                                          exchange.settings.drop_warmup_steps)
-            self.tensors.add(step, exchange.tensor_stats()["kept"])
+            kept = exchange.tensor_stats()
+            if self.tensors is None or not self.tensors.matches(kept):
+                self.tensors = TensorKept(kept, exchange.settings.drop_warmup_steps)
+            self.tensors.add(step, kept["kept"])
         entry = {"step": step, **{k: float(v) for k, v in stats.items()}}
         self.history.append(entry)
         if logs is not None:
@@ -178,7 +178,7 @@ class TensorKept:
 
     A global threshold compares every tensor's entries with one another; a tensor whose
     gradients are small next to the rest sends rarely (its error-feedback residual grows until
-    it crosses), which the thesis's per-layer thresholds avoid (``train.drop_threshold``).
+    it crosses), which a threshold per tensor avoids (``train.drop_threshold=per_tensor``).
     """
 
     def __init__(self, stats: Dict[str, Any], warmup_steps: int) -> None:
