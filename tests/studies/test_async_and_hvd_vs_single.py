@@ -7,6 +7,18 @@ from tf_nmt.config import load_config
 from tf_nmt.studies import asynchronous, hvd_vs_single
 
 
+def fake_run(work_dir, command, argv, bleu):
+    """What ``tf-nmt train-async`` / ``evaluate`` leave in a run directory, without training."""
+    run = work_dir / argv[argv.index("--run-dir") + 1].split("/")[-1]
+    if command == "train-async":
+        run.mkdir(parents=True)
+        (run / "async.json").write_text(json.dumps(
+            {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
+             "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
+    else:
+        (run / "dev.json").write_text(json.dumps({"bleu": bleu}))
+
+
 def test_async_modes_and_overrides():
     assert asynchronous.mode_args("sync", 4, 3) == ["--k", "4", "--synchronous"]
     assert asynchronous.mode_args("async", 4, 3) == ["--k", "1"]
@@ -33,14 +45,7 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
 
     def fake_tf_nmt(command, *argv):
         calls.append(command)
-        run = tmp_path / "w" / argv[argv.index("--run-dir") + 1].split("/")[-1]
-        if command == "train-async":
-            run.mkdir(parents=True)
-            (run / "async.json").write_text(json.dumps(
-                {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
-                 "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
-        else:
-            (run / "dev.json").write_text(json.dumps({"bleu": 1.25}))
+        fake_run(tmp_path / "w", command, argv, bleu=1.25)
 
     monkeypatch.setattr(asynchronous.common, "run_tf_nmt", fake_tf_nmt)
     argv = ["--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "a.json"),
@@ -76,18 +81,11 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
 def test_async_writes_the_results_after_every_run(tmp_path, monkeypatch):
     """A grid cut after its first run (the session ends) keeps that run in the results file."""
     def fake_tf_nmt(command, *argv):
-        run = tmp_path / "w" / argv[argv.index("--run-dir") + 1].split("/")[-1]
-        if command == "train-async" and "lr0.002" in run.name:
+        if command == "train-async" and "lr0.002" in argv[argv.index("--run-dir") + 1]:
             seen = json.loads((tmp_path / "a.json").read_text())
             assert [r["lr"] for r in seen["runs"]] == [0.001] and not seen["complete"]
             raise KeyboardInterrupt
-        if command == "train-async":
-            run.mkdir(parents=True)
-            (run / "async.json").write_text(json.dumps(
-                {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
-                 "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
-        else:
-            (run / "dev.json").write_text(json.dumps({"bleu": 0.5}))
+        fake_run(tmp_path / "w", command, argv, bleu=0.5)
 
     monkeypatch.setattr(asynchronous.common, "run_tf_nmt", fake_tf_nmt)
     with pytest.raises(KeyboardInterrupt):
