@@ -132,9 +132,10 @@ def check_resumable(args: argparse.Namespace, grid: Sequence[Tuple[str, float, s
         run, options = cell(args, kind, lr, mode)
         if (run / RUN_RECORD).is_file():
             record = json.loads((run / RUN_RECORD).read_text())
-            if record["options"] != options:
-                raise SystemExit(f"{run} was trained with other options ({record['options']}); "
-                                 f"pass --overwrite to retrain the grid")
+            if record["options"] != options or record["dev_limit"] != args.dev_limit:
+                raise SystemExit(f"{run} was trained with other options ({record['options']}, "
+                                 f"dev limit {record['dev_limit']}); pass --overwrite to "
+                                 f"retrain the grid")
 
 
 def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str,
@@ -151,17 +152,13 @@ def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str,
                     and (r["kind"], r["lr"], r["mode"]) == (kind, lr, mode)):
                 print(f"  reusing the finished run recorded in {args.output}", flush=True)
                 return r
-    if args.resume and record_path.is_file():
+    if args.resume and record_path.is_file():  # check_resumable matched its options
         record = json.loads(record_path.read_text())
-        if record["options"] == options and record["dev_limit"] == args.dev_limit:
-            print(f"  reusing the finished run in {run}", flush=True)
-            report = json.loads((run / "async.json").read_text())
-            return {**row(kind, lr, mode, args.workers, report, record["dev_bleu"],
-                          record["wall_seconds"]),
-                    "options": options, "dev_limit": args.dev_limit,
-                    "machine": record.get("machine")}
-        raise SystemExit(f"{run} was trained with other options ({record['options']}); "
-                         f"pass --overwrite to retrain the grid")
+        print(f"  reusing the finished run in {run}", flush=True)
+        report = json.loads((run / "async.json").read_text())
+        return {**row(kind, lr, mode, args.workers, report, record["dev_bleu"],
+                      record["wall_seconds"]),
+                "options": options, "dev_limit": args.dev_limit, "machine": record.get("machine")}
     if run.exists():  # an unfinished run (train-async starts fresh runs only)
         shutil.rmtree(run)
     t0 = time.perf_counter()
