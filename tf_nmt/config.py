@@ -45,6 +45,9 @@ class DataConfig:
     batch_tokens: int = 4096
     length_bucket_width: int = 1
     shuffle_seed: int = 1234
+    # Repeat the train pairs of a source K times ({source: K}, sources as in train.meta.tsv,
+    # e.g. {ding: 3}): up-weights a domain (tf_nmt.data.weighting). Empty: every pair once.
+    oversample: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,7 +248,7 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
 
 def _copy(cfg: Config) -> Config:
     return Config(
-        data=dataclasses.replace(cfg.data),
+        data=dataclasses.replace(cfg.data, oversample=dict(cfg.data.oversample)),
         model=ModelConfig(kind=cfg.model.kind, hparams=dict(cfg.model.hparams)),
         train=dataclasses.replace(cfg.train),
         decode=dataclasses.replace(cfg.decode),

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 from tf_nmt.compat import tf
 from tf_nmt.config import ConfigError, DataConfig
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer
+from tf_nmt.data.weighting import check_oversample
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def check_data_config(data: DataConfig) -> None:
         bucket_plan(data.batch_tokens, data.max_length, data.length_bucket_width)
     except ValueError as e:
         raise ConfigError(f"data: {e}") from None
+    check_oversample(data.oversample)
 
 
 def _with_specials(src: tf.Tensor, tgt: tf.Tensor):

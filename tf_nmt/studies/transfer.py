@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tf_nmt.data.weighting import split_sources
 from tf_nmt.studies import common
 from tf_nmt.studies.curves import bleu_curve, first_reaching, trained_steps
 from tf_nmt.utils.io import write_json_atomic
@@ -43,8 +44,7 @@ def write_part(data_dir: Path, out: Path, sources: Sequence[str], max_pairs: int
     for split in ("train", "dev", "test"):
         en = (corpus / f"{split}.en").read_text(encoding="utf-8").splitlines()
         de = (corpus / f"{split}.de").read_text(encoding="utf-8").splitlines()
-        meta = [line.split("\t", 1)[0] for line in
-                (corpus / f"{split}.meta.tsv").read_text(encoding="utf-8").splitlines()]
+        meta = split_sources(data_dir, split)
         if not len(en) == len(de) == len(meta):
             raise SystemExit(f"{corpus}: {split} files have different lengths")
         keep = [i for i, src in enumerate(meta) if split != "train" or src in sources]

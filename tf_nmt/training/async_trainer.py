@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
-from tf_nmt.data.vocabulary import ensure_vocab, load_split
+from tf_nmt.data.vocabulary import ensure_vocab
+from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.distributed.async_sgd import train_async
 from tf_nmt.distributed.downpour import requested as downpour_requested
 from tf_nmt.distributed.ps_cluster import LocalPSCluster
@@ -54,7 +55,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
-    corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
+    corpus = encode_corpus(load_train_pairs(data_dir, cfg.data.oversample), tokenizer)
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
 
     kernels = {"dropout": resolve_dropout_kernel(t.dropout_kernel),

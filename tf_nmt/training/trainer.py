@@ -23,6 +23,7 @@ from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
+from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
 from tf_nmt.models.dropout import resolve_dropout_kernel
 from tf_nmt.models.kernels import use_kernels
@@ -156,6 +157,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     run = RunDir(Path(run_dir))
     keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
+    # read before the run directory is written: a bad data.oversample source loses nothing
+    train_pairs = load_train_pairs(Path(cfg.data.data_dir), cfg.data.oversample)
     meta = run_meta(cfg, tokenizer, ctx.size)
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
@@ -195,7 +198,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     resumed_from = int(model.optimizer.iterations.numpy())
 
     data_dir = Path(cfg.data.data_dir)
-    train_corpus = encode_corpus(load_split(data_dir, "train"), tokenizer)
+    train_corpus = encode_corpus(train_pairs, tokenizer)
     dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
     distributed.check_shards(len(train_corpus), ctx, what="training pairs")
     distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
