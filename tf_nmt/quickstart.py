@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tf_nmt.config import QUICKSTART_PRECISIONS, load_config, preset
+from tf_nmt.config import QUICKSTART_PRECISIONS, Config, load_config, preset
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
@@ -72,6 +72,23 @@ def new_run_dir(run_dir: Path, fresh: bool = False) -> Path:
     return stamped
 
 
+# The quickstart's data recipe: dev and test are Ding dictionary sentences, 19% of the train
+# pairs; repeating those 3x (41% of the pairs) lowered the dev loss by 0.24 nats and raised test
+# BLEU at 2,200 steps in a same-seed pilot (README "More BLEU per hour", quickstart_pilots.json).
+QUICKSTART_OVERSAMPLE: Dict[str, int] = {"ding": 3}
+
+
+def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[str]] = None,
+                      preset_name: str = "quickstart") -> Config:
+    """The quickstart's configuration: ``preset_name``, the data dir, a time budget instead of a
+    step count, :data:`QUICKSTART_OVERSAMPLE`, then the user's ``overrides`` (which win)."""
+    base = preset(preset_name)
+    base.data.oversample = dict(QUICKSTART_OVERSAMPLE)
+    return load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
+                              f"train.time_budget_minutes={minutes}"] + list(overrides or []),
+                       base=base)
+
+
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 45.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
@@ -89,9 +106,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     run_dir = new_run_dir(run_dir, fresh)
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
-    cfg = load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
-                             f"train.time_budget_minutes={minutes}"] + list(overrides or []),
-                      base=preset(preset_name))
+    cfg = quickstart_config(data_dir, minutes, overrides, preset_name)
     ensure_vocab(Path(data_dir), cfg.data.vocab_size)
     prepare_seconds = time.perf_counter() - t0
     probe: Optional[Dict[str, Any]] = None
@@ -133,6 +148,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "model": {"kind": cfg.model.kind, "hparams": cfg.model.hparams,
                   "parameters": result.num_parameters, "vocab_size": tokenizer.vocab_size},
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
+                     "oversample": cfg.data.oversample,
                      "time_budget_minutes": minutes, "batch_tokens": cfg.data.batch_tokens,
                      "final_train_loss": last.get("loss"), "dev_loss": result.val_loss,
                      "last_tokens_per_s": last.get("tokens_per_s"),

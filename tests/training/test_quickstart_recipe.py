@@ -1,0 +1,19 @@
+"""The quickstart's recipe: the preset, a time budget, the Ding oversampling, user overrides last."""
+from tf_nmt.quickstart import QUICKSTART_OVERSAMPLE, quickstart_config
+
+
+def test_the_recipe_up_weights_ding_and_budgets_time(tmp_path):
+    cfg = quickstart_config(tmp_path / "data", 45.0)
+    assert cfg.data.oversample == QUICKSTART_OVERSAMPLE and QUICKSTART_OVERSAMPLE.get("ding", 1) > 1
+    assert cfg.data.data_dir == str(tmp_path / "data")
+    assert cfg.train.time_budget_minutes == 45.0 and cfg.train.peak_lr == 2e-3
+    assert quickstart_config(tmp_path, 45.0, preset_name="gnmt-small").model.kind == "gnmt"
+
+
+def test_user_overrides_win_and_the_recipe_is_not_mutated(tmp_path):
+    off = quickstart_config(tmp_path, 45.0, ["data.oversample={}"])
+    assert off.data.oversample == {}
+    more = quickstart_config(tmp_path, 45.0, ["data.oversample={ding: 5, gcc: 2}"])
+    assert more.data.oversample == {"ding": 5, "gcc": 2}
+    more.data.oversample["lo_ui"] = 2
+    assert quickstart_config(tmp_path, 45.0).data.oversample == QUICKSTART_OVERSAMPLE
