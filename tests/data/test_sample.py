@@ -51,3 +51,33 @@ def test_bad_arguments_and_a_missing_vocabulary_are_refused(tmp_path):
     cfg.data.vocab_size = 400
     with pytest.raises(FileNotFoundError, match="--vocab-size 400"):
         sample_batches(cfg.data, 2, pairs_per_rank=10)
+
+
+def test_the_sample_is_drawn_from_the_oversampled_pair_list(tmp_path):
+    from tf_nmt.config import ConfigError
+    from tf_nmt.data.sample import sample_batches
+    from tf_nmt.data.tokenizer import EOS_ID, SubwordTokenizer
+    from tf_nmt.data.vocabulary import vocab_path
+
+    cfg = toy_config(tmp_path)
+    corpus = tmp_path / "data" / "corpus"
+    english = (corpus / "train.en").read_text().splitlines()
+    sources = ["ding" if i % 3 == 0 else "gcc" for i in range(len(english))]
+    (corpus / "train.meta.tsv").write_text("".join(f"{s}\tg\n" for s in sources))
+    tokenizer = SubwordTokenizer.load(vocab_path(tmp_path / "data", 320))
+    ding = {tuple(tokenizer.tokenize([e]).to_list()[0]) + (EOS_ID,)
+            for e, s in zip(english, sources) if s == "ding"}
+
+    def ding_share(batches):  # the share of sampled rows that are Ding sentences
+        rows = [tuple(int(t) for t in row if t != 0)
+                for features, _labels in batches for row in np.asarray(features["source"])]
+        return sum(row in ding for row in rows) / len(rows)
+
+    _, plain = sample_batches(cfg.data, 4, pairs_per_rank=30)
+    cfg.data.oversample = {"ding": 50}
+    _, weighted = sample_batches(cfg.data, 4, pairs_per_rank=30)
+    # a third of the pairs are Ding; 50 copies make them 1000 of 1040
+    assert ding_share(plain) < 0.5 < 0.75 < ding_share(weighted)
+    cfg.data.oversample = {"handbook": 2}
+    with pytest.raises(ConfigError, match="its sources: ding, gcc"):
+        sample_batches(cfg.data, 2, pairs_per_rank=10)

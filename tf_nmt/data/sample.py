@@ -12,7 +12,8 @@ from typing import Any, List, Tuple
 from tf_nmt.config import DataConfig
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import load_split, vocab_path
+from tf_nmt.data.vocabulary import vocab_path
+from tf_nmt.data.weighting import load_train_pairs
 
 
 def sample_batches(data: DataConfig, count: int, pairs_per_rank: int, rank: int = 0,
@@ -33,7 +34,7 @@ def sample_batches(data: DataConfig, count: int, pairs_per_rank: int, rank: int 
         raise FileNotFoundError(f"no vocabulary {vocab}: run `tf-nmt prepare-data --data-dir "
                                 f"{data_dir} --vocab-size {data.vocab_size}` first")
     tokenizer = SubwordTokenizer.load(vocab)
-    pairs = load_split(data_dir, "train")
+    pairs = load_train_pairs(data_dir, data.oversample)  # the trainer's pair list
     order = list(range(len(pairs)))
     random.Random(data.shuffle_seed).shuffle(order)
     sample = [pairs[i] for i in order[:pairs_per_rank * size]][rank::size]
