@@ -72,6 +72,9 @@ class TrainConfig:
     decay_start: int = 0
     decay_every: int = 1000
     decay_factor: float = 0.5
+    # Linear fall of the rate to 0 over the last fraction of the run (steps or time budget,
+    # whichever is further along); 0 = off. See tf_nmt.training.schedules.Cooldown.
+    cooldown_fraction: float = 0.0
     label_smoothing: float = 0.1
     # The loss's kernel (tf_nmt.models.losses.resolve_loss_kernel): "fused" is the C++ op, one
     # pass over the [B*T, V] logits each way; "tf" composes TensorFlow's sparse cross-entropy;

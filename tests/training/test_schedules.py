@@ -109,3 +109,54 @@ def test_from_config_errors_are_config_errors():
         from_config(_train(schedule="step_decay", schedule_implementation="op"))
     with pytest.raises(ConfigError, match="warmup_steps"):
         from_config(_train(warmup_steps=0, scale_lr_with_workers=False))
+
+
+def test_cooldown_falls_linearly_to_zero_over_the_last_fraction():
+    base = build_schedule("constant", peak_lr=0.1)
+    schedule = schedules.Cooldown(base, fraction=0.25, total_steps=100)
+    assert float(schedule(0)) == pytest.approx(0.1)
+    assert float(schedule(75)) == pytest.approx(0.1)  # p = 0.75: the fall starts here
+    assert float(schedule(80)) == pytest.approx(0.1 * 0.2 / 0.25)
+    assert float(schedule(99)) == pytest.approx(0.1 * 0.01 / 0.25)
+    assert float(schedule(100)) == 0.0 and float(schedule(150)) == 0.0
+    # It multiplies whatever the base gives at that step.
+    warm = build_schedule("warmup_inverse_sqrt", peak_lr=1e-3, warmup_steps=10)
+    cooled = schedules.Cooldown(warm, fraction=0.5, total_steps=40)
+    for step in (0, 5, 19, 20, 30, 39):
+        factor = min(1.0, (1 - step / 40) / 0.5)
+        assert float(cooled(step)) == pytest.approx(float(warm(step)) * factor, rel=1e-5)
+
+
+def test_timed_cooldown_follows_the_clock_when_it_is_further_along():
+    schedule = schedules.Cooldown(build_schedule("constant", peak_lr=1.0), fraction=0.5,
+                                  total_steps=1000, timed=True)
+    clock = schedules.cooldown_clock(schedule)
+    assert clock is not None and float(clock) == 0.0
+    assert float(schedule(10)) == pytest.approx(1.0)
+    clock.assign(0.8)  # 80% of the time budget spent at step 10
+    assert float(schedule(10)) == pytest.approx(0.4)
+    clock.assign(0.1)  # the steps are further along than the clock
+    assert float(schedule(900)) == pytest.approx(0.2)
+    clock.assign(1.0)
+    assert float(schedule(10)) == 0.0
+    untimed = schedules.Cooldown(build_schedule("constant", peak_lr=1.0), 0.5, 1000)
+    assert schedules.cooldown_clock(untimed) is None
+    assert schedules.cooldown_clock(build_schedule("constant", peak_lr=1.0)) is None
+
+
+def test_from_config_adds_the_cooldown_and_checks_it():
+    assert not isinstance(from_config(_train()), schedules.Cooldown)
+    cooled = from_config(_train(cooldown_fraction=0.3, train_steps=500))
+    assert isinstance(cooled, schedules.Cooldown) and cooled.clock is None
+    assert isinstance(cooled.base, schedules.WarmupInverseSqrt)
+    assert (cooled.fraction, cooled.total_steps) == (0.3, 500)
+    timed = from_config(_train(cooldown_fraction=0.3, time_budget_minutes=45.0))
+    assert schedules.cooldown_clock(timed) is not None
+    # the op implementation cools down too
+    op = from_config(_train(cooldown_fraction=0.5, schedule_implementation="op"))
+    assert isinstance(op.base, schedules.OpWarmupInverseSqrt)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match="cooldown_fraction"):
+            from_config(_train(cooldown_fraction=bad))
+    assert set(from_config(_train(cooldown_fraction=0.2)).get_config()) == {
+        "base", "fraction", "total_steps", "timed"}

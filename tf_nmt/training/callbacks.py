@@ -205,15 +205,30 @@ class StepLimit(keras.callbacks.Callback):
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Stops training cleanly once ``minutes`` of wall time have passed (0 = no limit)."""
+    """Stops training cleanly once ``minutes`` of wall time have passed (0 = no limit).
 
-    def __init__(self, minutes: float, log: Callable[[str], None] = print) -> None:
+    With ``clock`` (a timed cool-down's variable, :func:`tf_nmt.training.schedules.cooldown_clock`)
+    it also sets ``clock`` to the share of the budget spent before every step, so the learning
+    rate reaches 0 when the budget ends. The budget, and so the clock, counts this invocation's
+    time: a resumed run starts both afresh.
+    """
+
+    def __init__(self, minutes: float, log: Callable[[str], None] = print,
+                 clock: Optional[tf.Variable] = None) -> None:
         super().__init__()
-        self.seconds, self.log = minutes * 60.0, log
+        if clock is not None and minutes <= 0:
+            raise ValueError("a cool-down clock needs a time budget (minutes > 0)")
+        self.seconds, self.log, self.clock = minutes * 60.0, log, clock
         self.stopped_early = False
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
+        if self.clock is not None:
+            self.clock.assign(0.0)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.clock is not None:
+            self.clock.assign(min(1.0, (time.perf_counter() - self._start) / self.seconds))
 
     def on_train_batch_end(self, batch, logs=None):
         if self.seconds > 0 and time.perf_counter() - self._start > self.seconds:

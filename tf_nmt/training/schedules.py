@@ -17,6 +17,15 @@ Formulas (``s = max(step, 1)``, ``step`` counted from 0 as Keras optimizers do, 
   ``n = 1 + floor((s - decay_start) / decay_every)`` for ``s > decay_start``.
 * ``constant``: ``peak_lr``.
 
+Any of them may end in a **cool-down** (``train.cooldown_fraction=F``, 0 = off): the rate is
+multiplied by ``clip((1 - p) / F, 0, 1)``, a linear fall to 0 over the last fraction ``F`` of the
+run, where the run's progress ``p = max(step / train_steps, elapsed / time budget)``. The time
+term (``train.time_budget_minutes``) lets a run that stops on its clock, like the quickstart, end
+its decay when the budget does; :class:`tf_nmt.training.callbacks.TimeBudget` sets it each step
+(it restarts with the budget when a run is resumed). Annealing to zero at the end of a fixed
+budget is the "trapezoidal" or warm-up-stable-decay schedule; a constant rate with a cool-down
+is that schedule exactly.
+
 ``implementation="op"`` selects the C++ kernel version (``tf_nmt.ops.lr_schedule``) of the
 schedules it implements; both agree to float tolerance (tests check this).
 
@@ -29,7 +38,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError, TrainConfig
@@ -149,6 +158,55 @@ class OpLinearWarmup(_OpSchedule):
     op_name = "linear_warmup"
 
 
+class Cooldown(keras.optimizers.schedules.LearningRateSchedule):
+    """``base`` multiplied by ``clip((1 - p) / fraction, 0, 1)``: a linear fall to 0 over the
+    last ``fraction`` of the run.
+
+    Args:
+        base: the schedule to cool down.
+        fraction: the share of the run the fall takes, in (0, 1].
+        total_steps: the run's length in steps; ``p`` is at least ``step / total_steps``.
+        timed: also follow a clock: ``p`` is at least :attr:`clock` (a variable in [0, 1] that
+            :class:`tf_nmt.training.callbacks.TimeBudget` sets to elapsed / budget).
+
+    Example:
+        >>> lr = Cooldown(WarmupInverseSqrt(2e-3, 300), fraction=0.25, total_steps=4000)
+    """
+
+    def __init__(self, base: keras.optimizers.schedules.LearningRateSchedule, fraction: float,
+                 total_steps: int, timed: bool = False) -> None:
+        super().__init__()
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"cooldown_fraction must be in (0, 1] (0 turns it off), got {fraction}")
+        if total_steps < 1:
+            raise ValueError(f"train_steps must be >= 1 for a cool-down, got {total_steps}")
+        self.base, self.fraction, self.total_steps = base, float(fraction), int(total_steps)
+        self.timed = bool(timed)
+        self.clock: Optional[tf.Variable] = (
+            tf.Variable(0.0, trainable=False, dtype=tf.float32, name="cooldown_clock")
+            if timed else None)
+
+    def progress(self, step) -> tf.Tensor:
+        """The run's progress ``p`` in [0, 1] at optimizer step ``step`` (0-based)."""
+        p = tf.cast(step, tf.float32) / float(self.total_steps)
+        if self.clock is not None:
+            p = tf.maximum(p, self.clock.read_value())
+        return tf.clip_by_value(p, 0.0, 1.0)
+
+    def __call__(self, step):
+        factor = tf.clip_by_value((1.0 - self.progress(step)) / self.fraction, 0.0, 1.0)
+        return self.base(step) * factor
+
+    def get_config(self) -> Dict[str, Any]:
+        return {"base": keras.optimizers.schedules.serialize(self.base),
+                "fraction": self.fraction, "total_steps": self.total_steps, "timed": self.timed}
+
+
+def cooldown_clock(schedule: Any) -> Optional[tf.Variable]:
+    """The clock variable of a timed :class:`Cooldown` (None for any other schedule)."""
+    return schedule.clock if isinstance(schedule, Cooldown) else None
+
+
 ScheduleClass = type
 # implementation -> schedule name -> class. The constructor's parameter names say which config
 # values a schedule takes (see from_config).
@@ -226,11 +284,20 @@ def _takes(cls: ScheduleClass, values: Mapping[str, Any]) -> Dict[str, Any]:
 def from_config(t: TrainConfig, world_size: int = 1) -> keras.optimizers.schedules.LearningRateSchedule:
     """The learning-rate schedule of a run with ``world_size`` workers configured by ``t``.
 
-    Raises ConfigError for an unknown schedule or implementation, or bad parameters.
+    With ``train.cooldown_fraction`` it is wrapped in a :class:`Cooldown` (timed when the run
+    has ``train.time_budget_minutes``). Raises ConfigError for an unknown schedule or
+    implementation, or bad parameters.
     """
     try:
         cls = schedule_class(schedule_name(t), t.schedule_implementation)
-        return cls(**_takes(cls, schedule_params(t, world_size)))
+        schedule = cls(**_takes(cls, schedule_params(t, world_size)))
     except ValueError as err:
         raise ConfigError(f"train.schedule={t.schedule!r} "
                           f"(implementation {t.schedule_implementation!r}): {err}") from err
+    if not t.cooldown_fraction:
+        return schedule
+    try:
+        return Cooldown(schedule, t.cooldown_fraction, t.train_steps,
+                        timed=t.time_budget_minutes > 0)
+    except ValueError as err:
+        raise ConfigError(f"train.cooldown_fraction={t.cooldown_fraction!r}: {err}") from err

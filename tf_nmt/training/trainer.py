@@ -67,12 +67,14 @@ class TrainHooks(Protocol):
         state); returns callbacks to run after the per-step ones and before checkpointing."""
 
 
-def build_and_compile(cfg: Config, vocab_size: int, ctx=None) -> keras.Model:
-    """Build the configured model, call it once so variables exist, and compile it."""
+def build_and_compile(cfg: Config, vocab_size: int, ctx=None, schedule=None) -> keras.Model:
+    """Build the configured model, call it once so variables exist, and compile it (with
+    ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`)."""
     ctx = ctx or distributed.init(enabled=False)
     model = build_model_for_training(cfg, vocab_size)
     t = cfg.train
-    optimizer = build_optimizer(t, schedules.from_config(t, ctx.size))
+    optimizer = build_optimizer(t, schedule if schedule is not None
+                                else schedules.from_config(t, ctx.size))
     optimizer = comm.wrap_optimizer(optimizer, comm.resolve_comm(t), ctx,
                                     backward_passes_per_step=t.backward_passes_per_step)
     # Loss scaling (float16 GPUs only) wraps the communication: scaled gradients are averaged,
@@ -159,6 +161,11 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
     # read before the run directory is written: a bad data.oversample source loses nothing
     train_pairs = load_train_pairs(Path(cfg.data.data_dir), cfg.data.oversample)
+    schedule = schedules.from_config(cfg.train, ctx.size)
+    if schedules.cooldown_clock(schedule) is not None and ctx.size > 1:
+        raise ConfigError("train.cooldown_fraction with train.time_budget_minutes runs on one "
+                          f"process, not {ctx.size}: each rank's clock would give another "
+                          "learning rate; use a step-based cool-down (time_budget_minutes=0)")
     meta = run_meta(cfg, tokenizer, ctx.size)
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
@@ -172,7 +179,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         cfg.save(run.config_path)
         run.write_meta(meta)
 
-    model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     settings = comm.resolve_comm(cfg.train)
     comm_callbacks = comm.comm_callbacks(  # start in sync, periodic sync, bytes/step
@@ -229,7 +236,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                           if ctx.distributed else None),
         jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None)
     guard = cb.DivergenceGuard(t.divergence_factor)
-    budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log)
+    budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log,
+                           clock=schedules.cooldown_clock(schedule))
     # A rank's own checkpoint is saved before the comm callbacks' last sync (the state training
     # continues from), the chief's after it (the synchronised model); comm callbacks come first.
     callbacks: List[keras.callbacks.Callback] = (
