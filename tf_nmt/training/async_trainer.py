@@ -123,6 +123,7 @@ def check_async_config(t: TrainConfig) -> None:
         "quantize_activations_bits": "it does not quantise matmul inputs",
         "init_from": "it starts from a fresh initialisation",
         "schedule_implementation": "the schedule runs on the parameter server in Python",
+        "time_budget_minutes": "it runs train.train_steps updates; there is no time budget",
     }
     for key, why in unsupported.items():
         if getattr(t, key) != getattr(defaults, key):
