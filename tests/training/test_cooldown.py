@@ -21,13 +21,39 @@ def test_time_budget_sets_the_clock_to_the_share_spent(monkeypatch):
     budget.on_train_begin()
     assert float(clock) == 0.0  # a resumed run's budget starts afresh, so does its clock
     now[0] += 150.0
-    budget.on_train_batch_begin(0)
-    assert float(clock) == pytest.approx(0.25)
+    budget.on_train_batch_end(0)
+    assert float(clock) == pytest.approx(0.25) and not budget.model.stop_training
     now[0] += 600.0
-    budget.on_train_batch_begin(1)
-    assert float(clock) == 1.0  # never past the end
     budget.on_train_batch_end(1)
+    assert float(clock) == 1.0  # never past the end
     assert budget.stopped_early and budget.model.stop_training
+
+
+def test_ranks_stop_and_cool_by_the_time_they_agree_on(monkeypatch):
+    """With ``agree`` the decision and the clock follow the agreed time, every ``every`` batches
+    only, so every rank stops after the same batch and uses the same rate."""
+    now = [0.0]
+    monkeypatch.setattr(cb.time, "perf_counter", lambda: now[0])
+    calls = []
+
+    def agree(local):  # a peer rank is 30 s behind: the mean is 15 s less than ours
+        calls.append(local)
+        return local - 15.0
+
+    clock = tf.Variable(0.0, trainable=False)
+    budget = cb.TimeBudget(1.0, log=lambda _m: None, clock=clock, agree=agree, every=3)
+    budget.set_model(_Model())
+    budget.on_train_begin()
+    for batch in range(5):  # 14 s per batch; the agreement runs after batches 3 and 6 only
+        now[0] += 14.0
+        budget.on_train_batch_end(batch)
+    assert calls == [42.0] and float(clock) == pytest.approx(27.0 / 60.0)
+    now[0] += 14.0  # local 84 s is past the 60 s budget, but the agreed 69 s decides
+    budget.on_train_batch_end(5)
+    assert calls == [42.0, 84.0] and budget.model.stop_training
+    assert float(clock) == 1.0
+    with pytest.raises(ValueError, match="every"):
+        cb.TimeBudget(1.0, every=0)
 
 
 def test_a_clock_without_a_budget_is_refused():

@@ -208,30 +208,44 @@ class TimeBudget(keras.callbacks.Callback):
     """Stops training cleanly once ``minutes`` of wall time have passed (0 = no limit).
 
     With ``clock`` (a timed cool-down's variable, :func:`tf_nmt.training.schedules.cooldown_clock`)
-    it also sets ``clock`` to the share of the budget spent before every step, so the learning
-    rate reaches 0 when the budget ends. The budget, and so the clock, counts this invocation's
-    time: a resumed run starts both afresh.
+    it also sets ``clock`` to the share of the budget spent, so the learning rate reaches 0 when
+    the budget ends. The budget, and so the clock, counts this invocation's time: a resumed run
+    starts both afresh.
+
+    Several ranks must stop at the same step (a rank still inside a step would wait for a
+    collective its peers never join) and, with a clock, use the same rate: give ``agree``, which
+    maps this rank's elapsed seconds to the value all ranks agree on (e.g. the mean over ranks,
+    an allreduce), and ``every``: it is called on every rank after every ``every``-th batch of
+    this invocation, and the budget and clock follow the agreed time only.
     """
 
     def __init__(self, minutes: float, log: Callable[[str], None] = print,
-                 clock: Optional[tf.Variable] = None) -> None:
+                 clock: Optional[tf.Variable] = None,
+                 agree: Optional[Callable[[float], float]] = None, every: int = 1) -> None:
         super().__init__()
         if clock is not None and minutes <= 0:
             raise ValueError("a cool-down clock needs a time budget (minutes > 0)")
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
         self.seconds, self.log, self.clock = minutes * 60.0, log, clock
+        self.agree, self.every = agree, every
         self.stopped_early = False
 
     def on_train_begin(self, logs=None):
-        self._start = time.perf_counter()
+        self._start, self._batches = time.perf_counter(), 0
         if self.clock is not None:
             self.clock.assign(0.0)
 
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.clock is not None:
-            self.clock.assign(min(1.0, (time.perf_counter() - self._start) / self.seconds))
-
     def on_train_batch_end(self, batch, logs=None):
-        if self.seconds > 0 and time.perf_counter() - self._start > self.seconds:
+        self._batches += 1
+        if self.seconds <= 0 or self._batches % self.every:
+            return
+        elapsed = time.perf_counter() - self._start
+        if self.agree is not None:
+            elapsed = self.agree(elapsed)
+        if self.clock is not None:  # the rate of the steps to come
+            self.clock.assign(min(1.0, elapsed / self.seconds))
+        if elapsed > self.seconds:
             if not self.model.stop_training:
                 self.log(f"time budget of {self.seconds / 60:.1f} min reached; stopping")
             self.stopped_early = True

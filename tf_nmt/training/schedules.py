@@ -21,8 +21,9 @@ Any of them may end in a **cool-down** (``train.cooldown_fraction=F``, 0 = off):
 multiplied by ``clip((1 - p) / F, 0, 1)``, a linear fall to 0 over the last fraction ``F`` of the
 run, where the run's progress ``p = max(step / train_steps, elapsed / time budget)``. The time
 term (``train.time_budget_minutes``) lets a run that stops on its clock, like the quickstart, end
-its decay when the budget does; :class:`tf_nmt.training.callbacks.TimeBudget` sets it each step
-(it restarts with the budget when a run is resumed). Annealing to zero at the end of a fixed
+its decay when the budget does; :class:`tf_nmt.training.callbacks.TimeBudget` sets it after each
+step (every ``log_every`` steps, to the time the ranks agree on, under Horovod); it restarts with
+the budget when a run is resumed. Annealing to zero at the end of a fixed
 budget is the "trapezoidal" or warm-up-stable-decay schedule; a constant rate with a cool-down
 is that schedule exactly.
 

@@ -162,10 +162,6 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     # read before the run directory is written: a bad data.oversample source loses nothing
     train_pairs = load_train_pairs(Path(cfg.data.data_dir), cfg.data.oversample)
     schedule = schedules.from_config(cfg.train, ctx.size)
-    if schedules.cooldown_clock(schedule) is not None and ctx.size > 1:
-        raise ConfigError("train.cooldown_fraction with train.time_budget_minutes runs on one "
-                          f"process, not {ctx.size}: each rank's clock would give another "
-                          "learning rate; use a step-based cool-down (time_budget_minutes=0)")
     meta = run_meta(cfg, tokenizer, ctx.size)
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
@@ -236,8 +232,13 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                           if ctx.distributed else None),
         jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None)
     guard = cb.DivergenceGuard(t.divergence_factor)
-    budget = cb.TimeBudget(t.time_budget_minutes, log=chief_log,
-                           clock=schedules.cooldown_clock(schedule))
+    # Ranks agree on the time every log_every steps (one scalar allreduce), so they stop at
+    # the same step and a timed cool-down gives them the same rate.
+    budget = cb.TimeBudget(
+        t.time_budget_minutes, log=chief_log, clock=schedules.cooldown_clock(schedule),
+        agree=((lambda v: distributed.allreduce_sum(v, ctx, name="time_budget") / ctx.size)
+               if ctx.distributed else None),
+        every=t.log_every if ctx.distributed else 1)
     # A rank's own checkpoint is saved before the comm callbacks' last sync (the state training
     # continues from), the chief's after it (the synchronised model); comm callbacks come first.
     callbacks: List[keras.callbacks.Callback] = (
