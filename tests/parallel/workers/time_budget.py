@@ -3,14 +3,13 @@
 Every rank trains the same tiny run with a time budget far shorter than its step count and a
 timed cool-down; it writes the step it stopped at and the learning rates it logged.
 """
-import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # repo root, when not installed
 
 from tests.helpers import write_toy_data_dir  # noqa: E402
+from tests.parallel.workers import run_rank  # noqa: E402
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
 from tf_nmt.data.vocabulary import ensure_vocab  # noqa: E402
@@ -22,21 +21,15 @@ TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=16", "mod
         "train.time_budget_minutes=0.4", "train.cooldown_fraction=1.0"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    ctx = distributed.init(enabled=True)
-    base = Path(args.out)
-    data = write_toy_data_dir(base / f"data{ctx.rank}")  # per rank: no races on the files
+def work(ctx, out: Path) -> dict:
+    data = write_toy_data_dir(out / f"data{ctx.rank}")  # per rank: no races on the files
     ensure_vocab(data, 320, log=lambda _m: None)  # the same corpus: the same vocabulary
-    cfg = load_config(None, TINY + [f"data.data_dir={data}"])
-    result = train(cfg, base / "run", log=lambda _m: None)
+    result = train(load_config(None, TINY + [f"data.data_dir={data}"]), out / "run",
+                   log=lambda _m: None)
     distributed.barrier(ctx)  # both ranks got here: nothing hung
-    Path(base, f"rank{ctx.rank}.json").write_text(json.dumps({
-        "final_step": result.final_step, "stopped": result.stopped_by_time_budget,
-        "lr": [[h["step"], h["lr"]] for h in result.history]}))
+    return {"final_step": result.final_step, "stopped": result.stopped_by_time_budget,
+            "lr": [[h["step"], h["lr"]] for h in result.history]}
 
 
 if __name__ == "__main__":
-    main()
+    run_rank(work)
