@@ -67,7 +67,9 @@ class TrainHooks(Protocol):
         state); returns callbacks to run after the per-step ones and before checkpointing."""
 
 
-def build_and_compile(cfg: Config, vocab_size: int, ctx=None, schedule=None) -> keras.Model:
+def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
+                      schedule: Optional[keras.optimizers.schedules.LearningRateSchedule] = None
+                      ) -> keras.Model:
     """Build the configured model, call it once so variables exist, and compile it (with
     ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`)."""
     ctx = ctx or distributed.init(enabled=False)
