@@ -72,13 +72,14 @@ def new_run_dir(run_dir: Path, fresh: bool = False) -> Path:
     return stamped
 
 
-# The quickstart's data recipe: dev and test are Ding dictionary sentences, 19% of the train
-# pairs; repeating those 3x (41% of the pairs) lowered the dev loss by 0.24 nats and raised test
-# BLEU at 2,200 steps in a same-seed pilot (README "More BLEU per hour", quickstart_pilots.json).
+# The quickstart's data recipe, for every preset: dev and test are Ding dictionary sentences, 19%
+# of the train pairs; repeating those 3x (41% of the pairs) lowered the dev loss by 0.24 nats and
+# raised test BLEU at 2,200 steps in a same-seed pilot (README "More BLEU per hour",
+# quickstart_pilots.json).
 QUICKSTART_OVERSAMPLE: Dict[str, int] = {"ding": 3}
 
 
-# Per preset, what the quickstart changes for its time budget. The Transformer trains on
+# Per preset, what else the quickstart changes for its time budget. The Transformer trains on
 # 2,048-token batches, twice the updates of the preset's 4,096 in the same time (the warm-up and
 # the evaluation cycle doubled, so both stay the same in tokens): in a same-seed pilot of 24.5
 # minutes (results/quickstart_pilots.json, third entry) dev loss 3.82 against 3.91, test BLEU
@@ -89,17 +90,21 @@ QUICKSTART_RECIPE: Dict[str, List[str]] = {
 }
 
 
+def recipe_overrides(preset_name: str) -> List[str]:
+    """The quickstart's changes to ``preset_name``, as ``--set`` items (one mechanism for all of
+    them, so the user's overrides after them win the same way)."""
+    ding = ", ".join(f"{k}: {v}" for k, v in QUICKSTART_OVERSAMPLE.items())
+    return [f"data.oversample={{{ding}}}"] + QUICKSTART_RECIPE.get(preset_name, [])
+
+
 def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[str]] = None,
                       preset_name: str = "quickstart") -> Config:
     """The quickstart's configuration: ``preset_name``, the data dir, a time budget instead of a
-    step count, :data:`QUICKSTART_OVERSAMPLE`, :data:`QUICKSTART_RECIPE`, then the user's
-    ``overrides`` (which win)."""
-    base = preset(preset_name)
-    base.data.oversample = dict(QUICKSTART_OVERSAMPLE)
+    step count, :func:`recipe_overrides`, then the user's ``overrides`` (which win)."""
     return load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
                               f"train.time_budget_minutes={minutes}"]
-                       + QUICKSTART_RECIPE.get(preset_name, []) + list(overrides or []),
-                       base=base)
+                       + recipe_overrides(preset_name) + list(overrides or []),
+                       base=preset(preset_name))
 
 
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,

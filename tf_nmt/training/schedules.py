@@ -182,7 +182,6 @@ class Cooldown(keras.optimizers.schedules.LearningRateSchedule):
         if total_steps < 1:
             raise ValueError(f"train_steps must be >= 1 for a cool-down, got {total_steps}")
         self.base, self.fraction, self.total_steps = base, float(fraction), int(total_steps)
-        self.timed = bool(timed)
         self.clock: Optional[tf.Variable] = (
             tf.Variable(0.0, trainable=False, dtype=tf.float32, name="cooldown_clock")
             if timed else None)
@@ -200,7 +199,8 @@ class Cooldown(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self) -> Dict[str, Any]:
         return {"base": keras.optimizers.schedules.serialize(self.base),
-                "fraction": self.fraction, "total_steps": self.total_steps, "timed": self.timed}
+                "fraction": self.fraction, "total_steps": self.total_steps,
+                "timed": self.clock is not None}
 
 
 def cooldown_clock(schedule: Any) -> Optional[tf.Variable]:
