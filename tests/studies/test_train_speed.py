@@ -120,3 +120,52 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     assert 0 < result["padding"]["target_real_fraction"] <= 1
     with pytest.raises(SystemExit, match="exists"):  # never overwritten silently
         bench.main(argv)
+
+
+def test_the_peer_mirrors_the_study_overrides_or_refuses_them():
+    from tf_nmt.studies.common import study_config
+
+    cfg = study_config("quickstart", ["model.num_layers=2", "model.attention_dropout=0.1"], 4096)
+    assert onmt_peer.mismatches(cfg) == []
+    text = onmt_peer.model_file(cfg)
+    assert "num_layers=(2, 2)" in text and "attention_dropout=0.1" in text
+    assert "num_units=256" in text
+    untied = study_config("quickstart", ["model.tie_embeddings=false", "train.clip_norm=1.0"], 4096)
+    assert [m.split("=")[0] for m in onmt_peer.mismatches(untied)] == ["model.tie_embeddings",
+                                                                      "train.clip_norm"]
+    assert onmt_peer.mismatches(study_config("gnmt-small", [], 4096))[0].startswith("model.kind")
+
+
+def test_peer_variants_with_overrides_it_cannot_mirror_are_refused(tmp_path, capsys):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "onmt-main").write_text("")
+    common = ["--onmt-venv", str(venv), "--variants", "fp32,onmt-fp32"]
+    assert bench.parse_args(common + ["--set", "model.num_layers=2"]).variants == ["fp32", "onmt-fp32"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(common + ["--set", "model.norm=post"])
+    assert "cannot mirror model.norm='post'" in capsys.readouterr().err
+    assert bench.parse_args(["--variants", "fp32", "--set", "model.norm=post"]).variants == ["fp32"]
+
+
+def test_prepare_writes_the_overridden_model_and_optimizer_for_the_peer(tmp_path):
+    from tf_nmt.data.vocabulary import ensure_vocab
+
+    data = write_toy_data_dir(tmp_path / "data")
+    ensure_vocab(data, 320)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    build_vocab = venv / "bin" / "onmt-build-vocab"  # stands in for OpenNMT-tf's: copies the pieces
+    build_vocab.write_text('#!/bin/sh\nwhile [ "$1" != "--save_vocab" ]; do shift; done\n'
+                           'cut -f1 "$(dirname "$2")/spm.vocab" > "$2"\n')
+    build_vocab.chmod(0o755)
+    out = onmt_peer.prepare(data, "quickstart", tmp_path / "onmt", venv,
+                            TINY + ["model.num_decoder_layers=2", "train.beta_2=0.997"])
+    model = (out / "model.py").read_text()
+    assert "num_layers=(1, 2)" in model and "num_units=32" in model and "ffn_inner_dim=64" in model
+    assert "beta_2: 0.997" in (out / "config.yml").read_text()
+    pieces = (out / "vocab.txt").read_text().splitlines()
+    assert pieces[0] == "<unk>" and "</s>" not in pieces and len(pieces) > 300
+    with pytest.raises(ValueError, match="cannot mirror model.output_bias=False"):
+        onmt_peer.prepare(data, "quickstart", tmp_path / "onmt2", venv, ["model.output_bias=false"])
+    assert not (tmp_path / "onmt2").exists()

@@ -7,6 +7,8 @@ bias); the corpus pre-split into our SentencePiece pieces (so both see the same 
 vocabulary from ``onmt-build-vocab --from_format sentencepiece``; ``</s>`` appended to the source
 as ours does; Adam (0.9, 0.98, 1e-9), label smoothing 0.1, ``InvSqrtDecay`` with our peak and
 warm-up; 4,096-token batches. Its dev evaluation is off (it would run a beam search).
+The study's ``--set`` overrides reach the peer too (depths, widths, dropout, LR, warm-up, Adam);
+one it cannot mirror (post-norm, untied embeddings, another schedule, clipping) is refused.
 """
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from tf_nmt.config import Config
 from tf_nmt.studies import common
 
 MODEL_FILE = '''"""tf-nmt's quickstart Transformer in OpenNMT-tf (written by tf_nmt.studies.onmt_peer)."""
@@ -31,8 +34,9 @@ if os.environ.get("ONMT_PEER_BF16") == "1":  # OpenNMT-tf's own switch is float1
 
 def model():
     return opennmt.models.Transformer(
-        num_layers={num_layers}, num_units={d_model}, num_heads={num_heads},
-        ffn_inner_dim={ff_dim}, dropout={dropout}, attention_dropout=0.0, ffn_dropout=0.0,
+        num_layers=({encoder_layers}, {decoder_layers}), num_units={d_model}, num_heads={num_heads},
+        ffn_inner_dim={ff_dim}, dropout={dropout}, attention_dropout={attention_dropout},
+        ffn_dropout=0.0,
         share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL, pre_norm=True,
         output_layer_bias=True)
 '''
@@ -47,9 +51,9 @@ CONFIG = """data:
 params:
   optimizer: Adam
   optimizer_params:
-    beta_1: 0.9
-    beta_2: 0.98
-    epsilon: 1.0e-9
+    beta_1: {beta_1}
+    beta_2: {beta_2}
+    epsilon: {epsilon}
   learning_rate: {peak_lr}
   decay_type: InvSqrtDecay
   decay_params:
@@ -66,15 +70,46 @@ STEP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): .*Step = (\d+) 
                        r"tokens/s = \d+ \((\d+) source, (\d+) target\)", re.MULTILINE)
 
 
-def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path) -> Path:
-    """Write the peer's corpus (our pieces), vocabulary, model file and config under ``out``."""
+def transformer_hparams(cfg: Config) -> Dict[str, Any]:
+    """``cfg``'s Transformer hyper-parameters with the model's defaults filled in."""
+    from tf_nmt.models import check_model_config
+    from tf_nmt.models.transformer import TRANSFORMER_DEFAULTS
+
+    check_model_config("transformer", cfg.model.hparams)
+    return {**TRANSFORMER_DEFAULTS, **cfg.model.hparams}
+
+
+def mismatches(cfg: Config) -> List[str]:
+    """What of ``cfg`` the peer's model file and config cannot mirror (empty: it matches)."""
+    if cfg.model.kind != "transformer":
+        return [f"model.kind={cfg.model.kind} (the peer is a Transformer)"]
+    h, t, found = transformer_hparams(cfg), cfg.train, []
+    fixed = {"norm": "pre", "output_bias": True, "tie_embeddings": True}
+    found += [f"model.{k}={h[k]!r} (the peer's is {v!r})" for k, v in fixed.items() if h[k] != v]
+    if t.optimizer != "adam":
+        found.append(f"train.optimizer={t.optimizer} (the peer's is adam)")
+    if t.schedule != "warmup_inverse_sqrt":
+        found.append(f"train.schedule={t.schedule} (the peer's is warmup_inverse_sqrt)")
+    if t.cooldown_fraction:
+        found.append(f"train.cooldown_fraction={t.cooldown_fraction} (the peer has none)")
+    if t.clip_norm > 0:
+        found.append(f"train.clip_norm={t.clip_norm} (the peer does not clip)")
+    return found
+
+
+def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path,
+            overrides: Sequence[str] = ()) -> Path:
+    """Write the peer's corpus (our pieces), vocabulary, model file and config under ``out``,
+    from ``preset_name`` with the study's ``--set`` ``overrides``; a setting the peer cannot
+    mirror (:func:`mismatches`) is refused, so the comparison is never between two models."""
     import sentencepiece as spm
 
     from tf_nmt.data.vocabulary import load_split, vocab_path
 
-    cfg = common.study_config(preset_name, [f"data.data_dir={data_dir}"], 4096)
-    if cfg.model.kind != "transformer":
-        raise ValueError(f"the OpenNMT-tf peer matches the transformer presets, not {cfg.model.kind}")
+    cfg = common.study_config(preset_name, [f"data.data_dir={data_dir}", *overrides], 4096)
+    found = mismatches(cfg)
+    if found:
+        raise ValueError("the OpenNMT-tf peer cannot mirror " + "; ".join(found))
     out.mkdir(parents=True, exist_ok=True)
     sp = spm.SentencePieceProcessor(model_file=str(vocab_path(data_dir, cfg.data.vocab_size)))
     pairs = load_split(data_dir, "train")
@@ -87,12 +122,23 @@ def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path) -> Path:
     subprocess.run([str(venv / "bin" / "onmt-build-vocab"), "--from_vocab", str(out / "spm.vocab"),
                     "--from_format", "sentencepiece", "--save_vocab", str(out / "vocab.txt")],
                    check=True, stdout=subprocess.DEVNULL)
-    (out / "model.py").write_text(MODEL_FILE.format(**cfg.model.hparams))
+    (out / "model.py").write_text(model_file(cfg))
     t = cfg.train
     (out / "config.yml").write_text(CONFIG.format(dir=out, peak_lr=t.peak_lr, warmup=t.warmup_steps,
                                                   label_smoothing=t.label_smoothing,
+                                                  beta_1=t.beta_1, beta_2=t.beta_2,
+                                                  epsilon=t.epsilon,
                                                   max_length=cfg.data.max_length))
     return out
+
+
+def model_file(cfg: Config) -> str:
+    """The peer's model file for ``cfg``'s Transformer (encoder and decoder depths apart)."""
+    h = transformer_hparams(cfg)
+    return MODEL_FILE.format(encoder_layers=h["num_encoder_layers"] or h["num_layers"],
+                             decoder_layers=h["num_decoder_layers"] or h["num_layers"],
+                             d_model=h["d_model"], num_heads=h["num_heads"], ff_dim=h["ff_dim"],
+                             dropout=h["dropout"], attention_dropout=h["attention_dropout"])
 
 
 def train_command(prepared: Path, model_dir: Path, venv: Path, bf16: bool, steps: int,

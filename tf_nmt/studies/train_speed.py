@@ -197,7 +197,7 @@ class Bench:
         a = self.args
         if self._onmt_dir is None:
             self._onmt_dir = onmt_peer.prepare(Path(a.data_dir), a.preset, self.work / "onmt",
-                                               Path(a.onmt_venv))
+                                               Path(a.onmt_venv), a.set)
         model_dir = self.work / f"{name}-r{round_index}"
         cmd, env = onmt_peer.train_command(self._onmt_dir, model_dir, Path(a.onmt_venv),
                                            bf16=variant.peer == "bf16", steps=self.total,
@@ -298,6 +298,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if any(VARIANTS[n].peer for n in names) and not (Path(args.onmt_venv) / "bin" / "onmt-main").is_file():
         p.error(f"the OpenNMT-tf variants need {args.onmt_venv}/bin/onmt-main: run "
                 "scripts/install_opennmt.sh, or leave onmt-* out of --variants")
+    if any(VARIANTS[n].peer for n in names):
+        from tf_nmt.studies import onmt_peer
+
+        found = onmt_peer.mismatches(common.study_config(args.preset, args.set, args.batch_tokens))
+        if found:
+            p.error("the OpenNMT-tf variants cannot mirror " + "; ".join(found)
+                    + ": leave onmt-* out of --variants")
     for name in ("rounds", "steps", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
