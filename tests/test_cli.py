@@ -1,5 +1,6 @@
 """The command line end to end on a toy corpus, and one clear error line for bad input."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,19 @@ def test_average_checkpoints_and_translate(run_dir, tmp_path, capsys, monkeypatc
     outp = tmp_path / "out.txt"
     assert main(["translate", "--run-dir", str(run_dir), "--input", str(inp), "--output", str(outp)]) == 0
     assert len(outp.read_text().splitlines()) == 2
+
+
+def test_average_into_a_relative_output_dir_is_found_again(run_dir, tmp_path, monkeypatch):
+    """The README's form (`--output-dir runs/t1/averaged`, relative to the working directory)."""
+    from tf_nmt.compat import tf
+
+    monkeypatch.chdir(tmp_path)
+    rel = Path("runs") / "t1" / "averaged"
+    assert main(["average-checkpoints", "--run-dir", str(run_dir), "--last", "2",
+                 "--output-dir", str(rel)]) == 0
+    assert tf.train.latest_checkpoint(str(rel)) == str(rel / "ckpt-0")
+    assert main(["evaluate", "--run-dir", str(run_dir), "--checkpoint", str(rel), "--split", "dev",
+                 "--limit", "4"]) == 0
 
 
 def test_average_of_checkpoints_is_the_mean(run_dir, tmp_path):

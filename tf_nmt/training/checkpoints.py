@@ -133,10 +133,11 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
         manager = make_manager(tf.train.Checkpoint(model=model), tmp, keep=1)
         manager.save(checkpoint_number=0)
         (tmp / "averaged_from.txt").write_text("\n".join(prefixes) + "\n")
-        # The manager recorded the temporary directory's absolute path: record it relative to
-        # the directory instead, so the state file is right once the directory is renamed.
-        tf.compat.v1.train.update_checkpoint_state(str(tmp), "ckpt-0",
-                                                   all_model_checkpoint_paths=["ckpt-0"])
+        # The manager recorded the temporary directory's path: name the checkpoint relative to
+        # the directory instead (TensorFlow reads a relative name against the directory), so
+        # the state file is right once renamed, whether output_dir is absolute or relative.
+        (tmp / "checkpoint").write_text('model_checkpoint_path: "ckpt-0"\n'
+                                        'all_model_checkpoint_paths: "ckpt-0"\n')
         replace_directory_atomically(tmp, output_dir, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
