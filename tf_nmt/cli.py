@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
-from tf_nmt.config import COMM_MODES, PRESETS, QUICKSTART_PRECISIONS
+from tf_nmt.config import COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_PRECISIONS
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.studies import STUDIES, run_study
@@ -206,7 +206,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
                    Path(args.results), minutes=args.minutes, overrides=args.set,
                    debs_dir=args.debs_dir, fresh=args.fresh, preset_name=args.preset,
-                   precision=args.precision)
+                   precision=args.precision, average_last=args.average_last)
     return 0
 
 
@@ -372,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "machine first (about a minute) and train with the faster")
     p.add_argument("--minutes", type=float, default=45.0,
                    help="training time budget (the whole job stays under ~60 min on 2 cores)")
+    p.add_argument("--average-last", type=int, default=QUICKSTART_AVERAGE_LAST, metavar="K",
+                   help="score and export the average of the last K checkpoints (default "
+                        f"{QUICKSTART_AVERAGE_LAST}; 1: the last checkpoint alone)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--fresh", action="store_true",
                    help="when --run-dir already holds a run, train a new one in "

@@ -303,6 +303,13 @@ PRESETS: Dict[str, Dict[str, Any]] = {
 # ``tf-nmt quickstart --precision``: time both and take the faster, or one of them.
 QUICKSTART_PRECISIONS = ("auto", "float32", "bfloat16")
 
+# ``tf-nmt quickstart --average-last``: it scores and exports the average of the last K
+# checkpoints. On the 7,712-step 45-minute run (2,048-token batches) the dev loss flattened after
+# ~5,500 steps, and the average of the last 5 (steps 6,000-7,712, 500 apart) scored dev BLEU
+# 9.36 and test 9.54 against 8.62 and 8.80 for the last checkpoint alone (README "Averaging the
+# last checkpoints pays at 7,700 steps").
+QUICKSTART_AVERAGE_LAST = 5
+
 
 def preset(name: str) -> Config:
     """A named starting configuration (see :data:`PRESETS`)."""

@@ -14,13 +14,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tf_nmt.config import QUICKSTART_PRECISIONS, Config, load_config, preset
+from tf_nmt.config import QUICKSTART_AVERAGE_LAST, QUICKSTART_PRECISIONS, Config, load_config, preset
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
-from tf_nmt.training.run import RunDirError, load_trained_model
+from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
+from tf_nmt.training.run import RunDir, RunDirError, load_trained_model
 from tf_nmt.training.autotune import fastest_precision
 from tf_nmt.training.trainer import train
 from tf_nmt.utils import machine
@@ -38,6 +39,20 @@ print(json.dumps([t.decode("utf-8") for t in out]))
 
 SAMPLE_SENTENCES = ["Open the file.", "Click the OK button to close the dialog.",
                     "I don't know what you mean.", "The table has three columns."]
+
+
+def average_last_checkpoints(run_dir: Path, k: int) -> Dict[str, Any]:
+    """Average the run's last ``k`` checkpoints (or as many as it saved) into
+    ``run_dir/averaged``; ``checkpoint`` is None when there is one checkpoint to use alone."""
+    run = RunDir(run_dir)
+    prefixes = list_checkpoints(run.checkpoints)[-k:]
+    if len(prefixes) < 2:
+        return {"checkpoint": None, "prefixes": prefixes}
+    model, _, _ = load_trained_model(run_dir)
+    checkpoint = average_checkpoints(model, prefixes, run.root / "averaged")
+    print(f"averaged the last {len(prefixes)} checkpoints ({', '.join(Path(p).name for p in prefixes)})"
+          f" into {checkpoint}")
+    return {"checkpoint": checkpoint, "prefixes": prefixes}
 
 
 def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
@@ -110,21 +125,28 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: float = 45.0, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
-                   preset_name: str = "quickstart", precision: str = "auto") -> Dict[str, Any]:
-    """Prepare data, train a new run (see :func:`new_run_dir`), evaluate, export, check the
-    export in a fresh process and write ``results_path``. ``preset_name``: the model and
-    recipe (``quickstart``, the Transformer; ``gnmt-small``, the LSTM, for the same budget).
-    ``precision``: ``auto`` times float32 and mixed bfloat16 steps on this machine first and
-    trains with the faster (:mod:`tf_nmt.training.autotune`), or ``float32``/``bfloat16``."""
+                   preset_name: str = "quickstart", precision: str = "auto",
+                   average_last: int = QUICKSTART_AVERAGE_LAST) -> Dict[str, Any]:
+    """Prepare data, train a new run (see :func:`new_run_dir`), average its last checkpoints,
+    evaluate, export, check the export in a fresh process and write ``results_path``.
+    ``preset_name``: the model and recipe (``quickstart``, the Transformer; ``gnmt-small``, the
+    LSTM, for the same budget). ``precision``: ``auto`` times float32 and mixed bfloat16 steps
+    on this machine first and trains with the faster (:mod:`tf_nmt.training.autotune`), or
+    ``float32``/``bfloat16``. ``average_last``: score and export the average of the last K
+    checkpoints (fewer where the run saved fewer; 1: the last checkpoint alone)."""
     if precision not in QUICKSTART_PRECISIONS:
         raise UsageError(f"--precision {precision!r}: use one of {', '.join(QUICKSTART_PRECISIONS)}")
     precision_set = any(o.startswith("train.mixed_precision=") for o in overrides or [])
     if precision != "auto" and precision_set:
         raise UsageError("give the precision once: --precision or --set train.mixed_precision")
+    cfg = quickstart_config(data_dir, minutes, overrides, preset_name)
+    if not 1 <= average_last <= cfg.train.keep_checkpoints:
+        raise UsageError(f"--average-last {average_last}: use 1 (the last checkpoint alone) to "
+                         f"train.keep_checkpoints ({cfg.train.keep_checkpoints}), the checkpoints "
+                         f"a run keeps")
     run_dir = new_run_dir(run_dir, fresh)
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
-    cfg = quickstart_config(data_dir, minutes, overrides, preset_name)
     ensure_vocab(Path(data_dir), cfg.data.vocab_size)
     prepare_seconds = time.perf_counter() - t0
     probe: Optional[Dict[str, Any]] = None
@@ -137,9 +159,12 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
 
     result = train(cfg, Path(run_dir))
-    report = evaluate_run(Path(run_dir), split="test")
+    last = evaluate_run(Path(run_dir), split="test")
+    averaged = average_last_checkpoints(Path(run_dir), average_last)
+    report = (evaluate_run(Path(run_dir), split="test", checkpoint=averaged["checkpoint"])
+              if averaged["checkpoint"] else last)
 
-    model, tokenizer, cfg = load_trained_model(Path(run_dir))
+    model, tokenizer, cfg = load_trained_model(Path(run_dir), averaged["checkpoint"])
     if Path(export_dir).exists():
         print(f"replacing the previous quickstart export in {export_dir}")
     export_saved_model(model, tokenizer, Path(export_dir), cfg.decode.beam_size,
@@ -148,7 +173,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     for en, de in zip(SAMPLE_SENTENCES, served):
         print(f"  {en}  →  {de}")
 
-    last = result.history[-1] if result.history else {}
+    final = result.history[-1] if result.history else {}
     step_times = [h["s_per_step"] for h in result.history if h.get("s_per_step")]
     payload = {
         "command": "tf-nmt quickstart " + " ".join(sys.argv[2:]),
@@ -160,6 +185,11 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "bleu_text": report["bleu_text"],
         "test_sentences": report["sentences"],
         "beam_size": report["beam_size"],
+        # what "bleu" scores: the average of these checkpoints; the last one alone beside it
+        "checkpoint_average": {"asked": average_last, "averaged": averaged["prefixes"],
+                               "last_checkpoint_bleu": round(last["bleu"], 2),
+                               "last_checkpoint_chrf": round(last["chrf"], 2),
+                               "last_checkpoint_bleu_text": last["bleu_text"]},
         "preset": preset_name,
         "precision": {"mixed_precision": cfg.train.mixed_precision, "asked": precision,
                       "probe": probe},
@@ -168,9 +198,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
                      "oversample": cfg.data.oversample,
                      "time_budget_minutes": minutes, "batch_tokens": cfg.data.batch_tokens,
-                     "final_train_loss": last.get("loss"), "dev_loss": result.val_loss,
-                     "last_tokens_per_s": last.get("tokens_per_s"),
-                     "last_s_per_step": last.get("s_per_step"),
+                     "final_train_loss": final.get("loss"), "dev_loss": result.val_loss,
+                     "last_tokens_per_s": final.get("tokens_per_s"),
+                     "last_s_per_step": final.get("s_per_step"),
                      # the mean over the logged intervals: what to compare across machines
                      "mean_s_per_step": (round(sum(step_times) / len(step_times), 4)
                                          if step_times else None)},
@@ -184,7 +214,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         "machine": machine.describe(),
     }
     write_json_atomic(Path(results_path), payload)
-    print(f"BLEU {payload['bleu']} (copy baseline {payload['copy_baseline_bleu']}); "
+    print(f"BLEU {payload['bleu']} (the average of {len(averaged['prefixes'])} checkpoint(s); "
+          f"the last alone {payload['checkpoint_average']['last_checkpoint_bleu']}; "
+          f"copy baseline {payload['copy_baseline_bleu']}); "
           f"{payload['model']['parameters']:,} parameters; trained {payload['training']['minutes']} min; "
           f"results in {results_path}")
     return payload
