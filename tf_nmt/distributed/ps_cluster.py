@@ -5,7 +5,7 @@ The servers run as child processes of the installed package
 (``python -m tf_nmt.distributed.ps_cluster JOB INDEX SPEC``):
 with several workers inside the coordinator's own process the scheduled functions hang here.
 Only loopback addresses are used; :meth:`LocalPSCluster.close` ends exactly the processes it
-started.
+started, and a server whose parent dies without closing it (killed, or a crash) exits too.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Dict, List
 
@@ -54,7 +55,8 @@ class LocalPSCluster:
                 for index, address in enumerate(addresses):
                     proc = subprocess.Popen(
                         [sys.executable, "-m", "tf_nmt.distributed.ps_cluster", job, str(index),
-                         json.dumps(self.spec)], env=env, stdout=subprocess.DEVNULL)
+                         json.dumps(self.spec), str(os.getpid())],
+                        env=env, stdout=subprocess.DEVNULL)
                     self._procs.append(proc)
                     _wait_for_port(int(address.rsplit(":", 1)[1]), proc, start_timeout)
             self.strategy, self.coordinator = self._connect()
@@ -86,7 +88,19 @@ class LocalPSCluster:
         self.close()
 
 
-def _serve(job: str, index: int, spec: Dict[str, List[str]]) -> None:
+def _exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """Exit this server once ``parent`` is gone (it is re-parented): a coordinator killed with
+    SIGKILL cannot close its cluster, and its servers would otherwise run on, holding ports."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _serve(job: str, index: int, spec: Dict[str, List[str]], parent: int) -> None:
+    _exit_with_parent(parent)
     from tf_nmt.compat import tf
     from tf_nmt.ops.loader import ops_available
 
@@ -100,4 +114,4 @@ def _serve(job: str, index: int, spec: Dict[str, List[str]]) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4]))
