@@ -24,6 +24,12 @@ def check_model_config(kind: str, hparams: Dict[str, Any]) -> None:
                           f"valid ones: {sorted(MODEL_DEFAULTS[kind])}")
 
 
+def resolved_hparams(kind: str, hparams: Dict[str, Any]) -> Dict[str, Any]:
+    """``hparams`` checked (:func:`check_model_config`) with ``MODEL_DEFAULTS`` for the unset."""
+    check_model_config(kind, hparams)
+    return {**MODEL_DEFAULTS[kind], **hparams}
+
+
 def build_model(kind: str, vocab_size: int,
                 activation_quantization: Optional[ActivationQuantization] = None,
                 **hparams: Any) -> keras.Model:
@@ -32,13 +38,12 @@ def build_model(kind: str, vocab_size: int,
 
     Raises ConfigError for an unknown kind or hyper-parameter, or a value the model rejects.
     """
-    check_model_config(kind, hparams)
-    defaults = MODEL_DEFAULTS[kind]
+    resolved = resolved_hparams(kind, hparams)
     try:
-        return MODEL_CLASSES[kind](vocab_size, **{**defaults, **hparams},
+        return MODEL_CLASSES[kind](vocab_size, **resolved,
                                    activation_quantization=activation_quantization)
     except ValueError as err:  # the layers' own checks of hyper-parameter values
         raise ConfigError(f"model ({kind}): {err}") from err
 
 
-__all__ = ["build_model", "check_model_config", "MODEL_DEFAULTS", "MODEL_CLASSES", "Transformer", "GNMT"]
+__all__ = ["build_model", "check_model_config", "resolved_hparams", "MODEL_DEFAULTS", "MODEL_CLASSES", "Transformer", "GNMT"]

@@ -70,20 +70,13 @@ STEP_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): .*Step = (\d+) 
                        r"tokens/s = \d+ \((\d+) source, (\d+) target\)", re.MULTILINE)
 
 
-def transformer_hparams(cfg: Config) -> Dict[str, Any]:
-    """``cfg``'s Transformer hyper-parameters with the model's defaults filled in."""
-    from tf_nmt.models import check_model_config
-    from tf_nmt.models.transformer import TRANSFORMER_DEFAULTS
-
-    check_model_config("transformer", cfg.model.hparams)
-    return {**TRANSFORMER_DEFAULTS, **cfg.model.hparams}
-
-
 def mismatches(cfg: Config) -> List[str]:
     """What of ``cfg`` the peer's model file and config cannot mirror (empty: it matches)."""
     if cfg.model.kind != "transformer":
         return [f"model.kind={cfg.model.kind} (the peer is a Transformer)"]
-    h, t, found = transformer_hparams(cfg), cfg.train, []
+    from tf_nmt.models import resolved_hparams
+
+    h, t, found = resolved_hparams("transformer", cfg.model.hparams), cfg.train, []
     fixed = {"norm": "pre", "output_bias": True, "tie_embeddings": True}
     found += [f"model.{k}={h[k]!r} (the peer's is {v!r})" for k, v in fixed.items() if h[k] != v]
     if t.optimizer != "adam":
@@ -134,7 +127,9 @@ def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path,
 
 def model_file(cfg: Config) -> str:
     """The peer's model file for ``cfg``'s Transformer (encoder and decoder depths apart)."""
-    h = transformer_hparams(cfg)
+    from tf_nmt.models import resolved_hparams
+
+    h = resolved_hparams("transformer", cfg.model.hparams)
     return MODEL_FILE.format(encoder_layers=h["num_encoder_layers"] or h["num_layers"],
                              decoder_layers=h["num_decoder_layers"] or h["num_layers"],
                              d_model=h["d_model"], num_heads=h["num_heads"], ff_dim=h["ff_dim"],
