@@ -295,12 +295,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if missing:
         p.error(f"{', '.join(missing)}: no tcmalloc library (apt install libtcmalloc-minimal4); "
                 "leave the variant out")
-    if any(VARIANTS[n].peer for n in names) and not (Path(args.onmt_venv) / "bin" / "onmt-main").is_file():
-        p.error(f"the OpenNMT-tf variants need {args.onmt_venv}/bin/onmt-main: run "
-                "scripts/install_opennmt.sh, or leave onmt-* out of --variants")
     if any(VARIANTS[n].peer for n in names):
         from tf_nmt.studies import onmt_peer
 
+        if not (Path(args.onmt_venv) / "bin" / "onmt-main").is_file():
+            p.error(f"the OpenNMT-tf variants need {args.onmt_venv}/bin/onmt-main: run "
+                    "scripts/install_opennmt.sh, or leave onmt-* out of --variants")
         found = onmt_peer.mismatches(common.study_config(args.preset, args.set, args.batch_tokens))
         if found:
             p.error("the OpenNMT-tf variants cannot mirror " + "; ".join(found)
