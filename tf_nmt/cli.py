@@ -77,7 +77,7 @@ def cmd_train_async(args: argparse.Namespace) -> int:
 
     train_nmt_async(_config(args), Path(args.run_dir), workers=args.workers, k=args.k,
                     synchronous=args.synchronous, refresh_every=args.refresh_every,
-                    n_push=args.n_push, n_fetch=args.n_fetch)
+                    n_push=args.n_push, n_fetch=args.n_fetch, progress_every=args.progress_every)
     return 0
 
 
@@ -300,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-fetch", type=int, default=1,
                    help="Downpour: a worker fetches the parameters every N of its steps "
                         "(with train.clip_norm: each gradient clipped to that global norm)")
+    p.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS",
+                   help="log the server's push and update counts this often (0: at the end only)")
     _add_config_args(p)
     p.set_defaults(func=cmd_train_async)
 

@@ -31,9 +31,12 @@ def main(cases):
     reports = []
     with LocalPSCluster(num_workers=2) as cluster:
         for case in cases:
+            lines = []
             out = train_async(cluster.strategy, cluster.coordinator, build, mse, dataset,
-                              lambda: keras.optimizers.SGD(0.05), num_workers=2, **case)
+                              lambda: keras.optimizers.SGD(0.05), num_workers=2,
+                              log=lines.append, **case)
             report = dict(out["report"])
+            report["progress_lines"] = lines
             report["kernel"] = out["model"].trainable_variables[0].numpy().ravel().tolist()
             reports.append(report)
         started = list(cluster._procs)

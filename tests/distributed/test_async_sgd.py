@@ -2,6 +2,7 @@
 on 127.0.0.1, driven from a child process: see async_case.py): exact update counts under
 concurrent pushes, staleness measured, loss falls."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -18,7 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 CASES = [{"pushes": 40, "k": 1}, {"pushes": 40, "k": 2},
          {"pushes": 24, "k": 2, "synchronous": True, "refresh_every": 3},
          {"pushes": 30, "k": 1, "n_push": 3, "n_fetch": 1},
-         {"pushes": 40, "k": 1, "n_push": 2, "n_fetch": 4, "clip_norm": 3.0}]
+         {"pushes": 40, "k": 1, "n_push": 2, "n_fetch": 4, "clip_norm": 3.0},
+         {"pushes": 60, "k": 2, "progress_every": 0.01},
+         {"pushes": 30, "k": 1, "n_push": 2, "progress_every": 0.01}]
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +71,21 @@ def test_downpour_fetch_period_shows_as_staleness(reports):
     assert fetch_4["mean"] > every_step["mean"]
     assert fetch_4["clip_norm"] == 3.0 and 0.0 < fetch_4["clipped_fraction"] < 1.0
     assert fetch_4["grad_norm_mean"] > 0
+
+
+@pytest.mark.parametrize("case", [5, 6])
+def test_progress_is_logged_from_the_servers_counters_while_closures_run(reports, case):
+    pushes, k = CASES[case]["pushes"], CASES[case]["k"]
+    counts = [tuple(map(int, re.match(r"progress: (\d+)/(\d+) pushes, (\d+) updates", line).groups()))
+              for line in reports[case]["progress_lines"]]
+    assert counts, "no progress line while the closures ran"
+    # the two counters are read one after the other while pushes land: updates within one of
+    # pushes // k
+    assert all(total == pushes and 0 <= done <= pushes and 0 <= updates - done // k <= 1
+               for done, total, updates in counts)
+    assert [c[0] for c in counts] == sorted(c[0] for c in counts)  # counters only grow
+    # the cases without progress_every log nothing
+    assert all(not reports[i]["progress_lines"] for i in range(5))
 
 
 def test_cluster_stops_its_servers(reports):

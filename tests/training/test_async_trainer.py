@@ -29,8 +29,9 @@ def test_train_async_cli_end_to_end(tmp_path):
     run = tmp_path / "run"
     sets = [x for s in TINY for x in ("--set", s)]
     proc = tf_nmt("train-async", "--run-dir", str(run), "--data-dir", str(data), "--workers", "2",
-                  "--k", "2", *sets)
+                  "--k", "2", "--progress-every", "0.5", *sets)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "progress: " in proc.stdout and "/24 pushes" in proc.stdout
     report = json.loads((run / "async.json").read_text())
     assert report["updates"] == 12 and report["pushes"] == 24 and report["k"] == 2
     assert sum(report["histogram"]) == 24 and report["workers"] == 2
@@ -62,6 +63,7 @@ def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
     for config, kwargs, match in (
             (cfg, {"n_push": 0}, "--n-push and --n-fetch must be >= 1"),
             (cfg, {"n_fetch": 0}, "--n-push and --n-fetch must be >= 1"),
+            (cfg, {"progress_every": -1}, "--progress-every must be >= 0"),
             (cfg, {"n_push": 2, "synchronous": True}, "exclude --synchronous"),
             (clipped, {"refresh_every": 2}, "exclude --synchronous and --refresh-every")):
         with pytest.raises(ConfigError, match=match):

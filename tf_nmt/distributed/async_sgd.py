@@ -13,8 +13,10 @@ steps and pushes the mean of ``n_push`` local gradients, so a push costs ``n_pus
 """
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Callable, Dict, List
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.downpour import DownpourWorkers
@@ -27,9 +29,13 @@ def train_async(strategy, coordinator, build_model: Callable[[], keras.Model],
                 dataset_fn: Callable[[], tf.data.Dataset],
                 make_optimizer: Callable[[], keras.optimizers.Optimizer], pushes: int, k: int = 1,
                 refresh_every: int = 0, synchronous: bool = False, n_push: int = 1,
-                n_fetch: int = 1, clip_norm: float = 0.0, num_workers: int = 0) -> Dict[str, Any]:
+                n_fetch: int = 1, clip_norm: float = 0.0, num_workers: int = 0,
+                log: Optional[Callable[[str], None]] = None,
+                progress_every: float = 0.0) -> Dict[str, Any]:
     """Run until ``pushes`` pushes; returns the model, per-closure losses/staleness and a report
-    (``num_workers``: the cluster's workers, needed by Downpour)."""
+    (``num_workers``: the cluster's workers, needed by Downpour). With ``log`` and
+    ``progress_every`` > 0 the server's push and update counters are logged every that many
+    seconds while the closures run (the losses are only fetched at the end)."""
     if pushes < 1:
         raise ValueError(f"pushes must be >= 1, got {pushes}")
     if synchronous and pushes % k:
@@ -40,6 +46,8 @@ def train_async(strategy, coordinator, build_model: Callable[[], keras.Model],
                          "fetch period: it excludes synchronous rounds and refresh_every")
     if downpour and num_workers < 1:
         raise ValueError("Downpour needs num_workers, the cluster's number of workers")
+    if progress_every < 0:
+        raise ValueError(f"progress_every must be >= 0, got {progress_every}")
     with strategy.scope():
         model = build_model()
         stale = build_model() if refresh_every else None
@@ -53,8 +61,9 @@ def train_async(strategy, coordinator, build_model: Callable[[], keras.Model],
     compute_model = stale if stale is not None else model
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
     if workers is not None:
-        return _train_downpour(strategy, coordinator, iterator, model, accumulator, workers,
-                               loss_fn, pushes, k)
+        with _progress(accumulator, pushes, log, progress_every):
+            return _train_downpour(strategy, coordinator, iterator, model, accumulator, workers,
+                                   loss_fn, pushes, k)
 
     @tf.function
     def worker_step(it):
@@ -71,13 +80,14 @@ def train_async(strategy, coordinator, build_model: Callable[[], keras.Model],
 
     start = time.perf_counter()
     results: List[Any] = []
-    if synchronous:
-        for _ in range(pushes // k):
-            results += [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(k)]
+    with _progress(accumulator, pushes, log, progress_every):
+        if synchronous:
+            for _ in range(pushes // k):
+                results += [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(k)]
+                coordinator.join()
+        else:
+            results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(pushes)]
             coordinator.join()
-    else:
-        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(pushes)]
-        coordinator.join()
     seconds = time.perf_counter() - start
     fetched = [r.fetch() for r in results]
     report = accumulator.staleness_report()
@@ -126,3 +136,33 @@ def _train_downpour(strategy, coordinator, iterator, model: keras.Model, accumul
                   clipped_fraction=(sum(n > workers.clip_norm for n in norms) / len(norms)
                                     if workers.clip_norm else 0.0))
     return {"model": model, "accumulator": accumulator, "report": report}
+
+
+@contextmanager
+def _progress(accumulator: GlobalAccumulator, pushes: int, log: Optional[Callable[[str], None]],
+              every: float) -> Iterator[None]:
+    """While the body runs, log the server's counters every ``every`` seconds from a daemon
+    thread (the coordinator's closures are scheduled up front, so the main thread is blocked
+    in ``join`` for the whole run)."""
+    if log is None or every <= 0:
+        yield
+        return
+    stop = threading.Event()
+    start = time.perf_counter()
+
+    def report() -> None:
+        while not stop.wait(every):
+            done, updates = int(accumulator.pushes.numpy()), int(accumulator.version.numpy())
+            elapsed = time.perf_counter() - start
+            rate = elapsed / done if done else float("nan")
+            eta = f", about {rate * (pushes - done):.0f} s left" if done else ""
+            log(f"progress: {done}/{pushes} pushes, {updates} updates, {elapsed:.0f} s, "
+                f"{rate:.3f} s/push{eta}")
+
+    thread = threading.Thread(target=report, name="async-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -35,9 +35,11 @@ from tf_nmt.utils.io import write_json_atomic
 
 def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchronous: bool = False,
                     refresh_every: int = 0, n_push: int = 1, n_fetch: int = 1,
+                    progress_every: float = 60.0,
                     log: Callable[[str], None] = print) -> Dict[str, Any]:
     """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each, a push being the mean of
-    ``n_push`` worker gradients); returns the report."""
+    ``n_push`` worker gradients); returns the report. The server's counters are logged every
+    ``progress_every`` seconds (0: only at the end)."""
     run = RunDir(Path(run_dir))
     if run.meta_path.exists() or run.has_checkpoint():
         raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")
@@ -45,6 +47,8 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if n_push < 1 or n_fetch < 1:
         raise ConfigError(f"--n-push and --n-fetch must be >= 1, got {n_push} and {n_fetch}")
+    if progress_every < 0:
+        raise ConfigError(f"--progress-every must be >= 0 seconds, got {progress_every}")
     downpour = downpour_requested(n_push, n_fetch, cfg.train.clip_norm)
     if downpour and (synchronous or refresh_every):
         raise ConfigError("--n-push, --n-fetch and train.clip_norm (Downpour) are asynchronous: "
@@ -91,7 +95,8 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         out = train_async(cluster.strategy, cluster.coordinator, build, loss_fn, dataset_fn,
                           optimizer, pushes=pushes, k=k, refresh_every=refresh_every,
                           synchronous=synchronous, n_push=n_push, n_fetch=n_fetch,
-                          clip_norm=t.clip_norm, num_workers=workers)
+                          clip_norm=t.clip_norm, num_workers=workers, log=log,
+                          progress_every=progress_every)
         model = out["model"]
         run.root.mkdir(parents=True, exist_ok=True)
         tokenizer.save(run.vocab_path)
