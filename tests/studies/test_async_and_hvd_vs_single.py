@@ -14,7 +14,8 @@ def fake_run(work_dir, command, argv, bleu):
         run.mkdir(parents=True)
         (run / "async.json").write_text(json.dumps(
             {"k": 1, "updates": 4, "pushes": 4, "final_loss": 3.0, "diverged": False,
-             "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0}))
+             "mean": 0.5, "max": 1, "histogram": [2, 2], "seconds": 1.0,
+             "losses": [4.0, 3.5, 3.2, 3.0]}))
     else:
         (run / "dev.json").write_text(json.dumps({"bleu": bleu}))
 
@@ -106,10 +107,22 @@ def test_async_refuses_bad_grids_before_training(tmp_path, monkeypatch, bad):
 
 def test_async_rows_and_table_mark_divergence():
     report = {"k": 2, "updates": 20, "pushes": 40, "final_loss": 5.5, "diverged": True,
-              "mean": 0.5, "max": 2, "histogram": {"0": 10}, "seconds": 3.0}
+              "mean": 0.5, "max": 2, "histogram": {"0": 10}, "seconds": 3.0,
+              "losses": [6.0] * 39 + [float("nan")]}
     r = asynchronous.row("transformer", 0.002, "async+acc", 2, report, None, 4.0)
     assert r["staleness_max"] == 2 and r["dev_bleu"] is None
     assert "diverged" in asynchronous.table([r])
+    assert [c["gradients"] for c in r["loss_by_gradients"]] == list(range(4, 41, 4))
+
+
+def test_loss_by_gradients_means_each_tenth_of_the_run():
+    curve = asynchronous.loss_by_gradients([float(i) for i in range(100)])
+    assert [c["gradients"] for c in curve] == list(range(10, 101, 10))
+    assert [c["loss"] for c in curve] == [4.5 + 10 * i for i in range(10)]
+    short = asynchronous.loss_by_gradients([2.0, 4.0, 6.0])  # fewer losses than points
+    assert short == [{"gradients": 1, "loss": 2.0}, {"gradients": 2, "loss": 4.0},
+                     {"gradients": 3, "loss": 6.0}]
+    assert asynchronous.loss_by_gradients([]) == []
 
 
 def test_hvd_vs_single_gives_both_runs_the_same_tokens_and_schedule():

@@ -75,17 +75,40 @@ def row(kind: str, lr: float, mode: str, workers: int, report: Dict[str, Any],
             "clip_norm": report.get("clip_norm", 0.0),
             "clipped_fraction": report.get("clipped_fraction", 0.0),
             "worker_steps": report.get("worker_steps", report["pushes"]),
+            "loss_by_gradients": loss_by_gradients(report["losses"]),
             "train_seconds": report["seconds"], "wall_seconds": wall_seconds}
 
 
+def loss_by_gradients(losses: Sequence[float], points: int = 10) -> List[Dict[str, float]]:
+    """The mean training loss of each tenth of a run, indexed by the gradients computed by its
+    end (one per scheduled closure: a push, or a Downpour worker step). Modes that take one
+    update per gradient (async) or per K gradients (sync, async+acc) compare at equal compute
+    and equal training data here, which the final loss after the same *updates* does not."""
+    n = len(losses)
+    if n == 0:
+        return []
+    ends = sorted({max(1, round(n * i / points)) for i in range(1, points + 1)})
+    out, start = [], 0
+    for end in ends:
+        window = losses[start:end]
+        out.append({"gradients": end, "loss": sum(window) / len(window)})
+        start = end
+    return out
+
+
 def table(runs: List[Dict[str, Any]]) -> str:
-    """Final loss, dev BLEU and staleness of every run."""
-    lines = [f"{'kind':<12} {'lr':>8} {'mode':<11} {'k':>3} {'final loss':>10} {'dev BLEU':>8} "
-             f"{'stale mean':>10} {'stale max':>9}"]
+    """Final loss, the loss at the gradient count of the shortest run (equal compute and data),
+    dev BLEU and staleness of every run."""
+    ends = [r["loss_by_gradients"][-1]["gradients"] for r in runs if r.get("loss_by_gradients")]
+    common_g = min(ends) if ends else 0
+    lines = [f"{'kind':<12} {'lr':>8} {'mode':<11} {'k':>3} {'final loss':>10} "
+             f"{f'loss@{common_g}g':>11} {'dev BLEU':>8} {'stale mean':>10} {'stale max':>9}"]
     for r in runs:
         bleu = "diverged" if r["diverged"] else f"{r['dev_bleu']:.2f}"
+        at = [c["loss"] for c in r.get("loss_by_gradients", []) if c["gradients"] <= common_g]
+        at_g = f"{at[-1]:.4f}" if at else "-"
         lines.append(f"{r['kind']:<12} {r['lr']:>8g} {r['mode']:<11} {r['k']:>3} "
-                     f"{r['final_loss']:>10.4f} {bleu:>8} {r['staleness_mean']:>10.2f} "
+                     f"{r['final_loss']:>10.4f} {at_g:>11} {bleu:>8} {r['staleness_mean']:>10.2f} "
                      f"{r['staleness_max']:>9}")
     return "\n".join(lines)
 
