@@ -4,6 +4,7 @@ tf-nmt variants alternating (the OpenNMT-tf peer needs its side virtualenv: skip
 import json
 
 import pytest
+import yaml
 
 from tests.helpers import write_toy_data_dir
 from tf_nmt.studies import STUDIES, onmt_peer
@@ -163,7 +164,12 @@ def test_prepare_writes_the_overridden_model_and_optimizer_for_the_peer(tmp_path
                             TINY + ["model.num_decoder_layers=2", "train.beta_2=0.997"])
     model = (out / "model.py").read_text()
     assert "num_layers=(1, 2)" in model and "num_units=32" in model and "ffn_inner_dim=64" in model
-    assert "beta_2: 0.997" in (out / "config.yml").read_text()
+    config = yaml.safe_load((out / "config.yml").read_text())  # as OpenNMT-tf reads it
+    assert config["params"]["optimizer_params"] == {"beta_1": 0.9, "beta_2": 0.997,
+                                                    "epsilon": 1e-9}
+    assert isinstance(config["params"]["learning_rate"], float)
+    assert [onmt_peer.yaml_float(x) for x in (1e-9, 5e-05, 0.002, 3.0, 1e20)] == [
+        "1.0e-09", "5.0e-05", "0.002", "3.0", "1.0e+20"]
     pieces = (out / "vocab.txt").read_text().splitlines()
     assert pieces[0] == "<unk>" and "</s>" not in pieces and len(pieces) > 300
     with pytest.raises(ValueError, match="cannot mirror model.output_bias=False"):

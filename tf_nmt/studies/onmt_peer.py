@@ -117,12 +117,22 @@ def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path,
                    check=True, stdout=subprocess.DEVNULL)
     (out / "model.py").write_text(model_file(cfg))
     t = cfg.train
-    (out / "config.yml").write_text(CONFIG.format(dir=out, peak_lr=t.peak_lr, warmup=t.warmup_steps,
-                                                  label_smoothing=t.label_smoothing,
-                                                  beta_1=t.beta_1, beta_2=t.beta_2,
-                                                  epsilon=t.epsilon,
-                                                  max_length=cfg.data.max_length))
+    floats = {name: yaml_float(value) for name, value in
+              (("peak_lr", t.peak_lr), ("label_smoothing", t.label_smoothing),
+               ("beta_1", t.beta_1), ("beta_2", t.beta_2), ("epsilon", t.epsilon))}
+    (out / "config.yml").write_text(CONFIG.format(dir=out, warmup=t.warmup_steps,
+                                                  max_length=cfg.data.max_length, **floats))
     return out
+
+
+def yaml_float(value: float) -> str:
+    """``value`` as a YAML 1.1 float: PyYAML (which OpenNMT-tf reads its config with) takes
+    ``1e-09`` for a string, so the mantissa gets a point (``1.0e-09``)."""
+    text = repr(float(value))
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
 
 
 def model_file(cfg: Config) -> str:
