@@ -11,6 +11,7 @@ optimizer is Adam with the configured schedule, applied on the server.
 """
 from __future__ import annotations
 
+import gc
 import math
 from pathlib import Path
 from typing import Any, Callable, Dict
@@ -104,7 +105,11 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         run.write_meta(run_meta(cfg, tokenizer, workers))
         make_manager(tf.train.Checkpoint(model=model), run.checkpoints, 1).save(
             checkpoint_number=t.train_steps)
-    report = dict(out["report"])
+        report = dict(out["report"])
+        # Free the model, the accumulator and their traced functions while the servers still run:
+        # freed after close(), each one logs a gRPC error trying to reach a server that is gone.
+        del out, model
+        gc.collect()
     report.update(workers=workers, model_kind=cfg.model.kind, peak_lr=t.peak_lr)
     losses = report["losses"]
     tail = losses[-max(1, len(losses) // 10):]
