@@ -127,12 +127,10 @@ def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path,
 
 def yaml_float(value: float) -> str:
     """``value`` as a YAML 1.1 float: PyYAML (which OpenNMT-tf reads its config with) takes
-    ``1e-09`` for a string, so the mantissa gets a point (``1.0e-09``)."""
-    text = repr(float(value))
-    if "e" in text and "." not in text.split("e")[0]:
-        mantissa, exponent = text.split("e")
-        text = f"{mantissa}.0e{exponent}"
-    return text
+    ``1e-09`` for a string; its own representer writes ``1.0e-09``."""
+    import yaml
+
+    return yaml.safe_dump(float(value)).splitlines()[0]  # the scalar, without "..." after it
 
 
 def model_file(cfg: Config) -> str:
