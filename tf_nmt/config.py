@@ -121,6 +121,12 @@ class TrainConfig:
     # collectives and this package's custom ops have no XLA kernels. Every new batch shape
     # compiles once (the token buckets bound how many there are).
     jit_compile: bool = False
+    # Training steps per call of the compiled train function (Keras steps_per_execution): the
+    # steps of a call run in one graph loop, with no Python and no host sync between them, and
+    # the per-step callbacks run once per call. One process and comm dense or sparse_as_dense
+    # only (the other modes act between steps); it must divide steps_per_cycle, log_every and
+    # train_steps (tf_nmt.training.trainer.check_steps_per_execution).
+    steps_per_execution: int = 1
     # Gradient communication, one of COMM_MODES (tf_nmt.distributed.comm); graddrop, fedavg and
     # bmuf use the keys below.
     comm: str = "sparse_as_dense"

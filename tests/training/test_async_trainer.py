@@ -55,7 +55,7 @@ def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
     for bad in ("train.optimizer=sgd", "train.mixed_precision=true",
                 "train.comm=graddrop", "train.quantize_bits=4", "train.init_from=runs/parent",
                 "train.schedule_implementation=op", "train.backward_passes_per_step=2",
-                "train.time_budget_minutes=5"):
+                "train.time_budget_minutes=5", "train.steps_per_execution=2"):
         cfg = load_config(None, TINY + [f"data.data_dir={data}", bad])
         key = bad.split("=")[0]
         with pytest.raises(ConfigError, match=f"{key}=.* is not supported by train-async"):

@@ -8,6 +8,8 @@ from tests.training.test_async_trainer import TINY
 @pytest.mark.parametrize("override, message", [
     ("train.elastic_commit_every=7", "elastic_commit_every is used only by elastic training"),
     ("data.length_bucket_width=-2", "bucket width must be >= 0"),
+    ("train.steps_per_execution=0", "steps_per_execution must be >= 1"),
+    ("train.steps_per_execution=3", "must divide train.steps_per_cycle=250, train.log_every=50$"),
 ])
 def test_refused_before_anything_is_written(tmp_path, override, message):
     from tf_nmt.config import ConfigError, load_config
@@ -15,6 +17,23 @@ def test_refused_before_anything_is_written(tmp_path, override, message):
 
     data = write_toy_data_dir(tmp_path / "data")
     cfg = load_config(None, TINY + [f"data.data_dir={data}", override])
+    with pytest.raises(ConfigError, match=message):
+        train(cfg, tmp_path / "run", log=lambda _m: None)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["train.quantize_bits=4"], r"cannot be used with train.quantize_bits \(re-quantises"),
+    (["train.comm=graddrop"], r"train.comm=graddrop \(acts between steps\)"),
+    (["train.backward_passes_per_step=2"], r"train.backward_passes_per_step > 1 \(Horovod's"),
+])
+def test_several_steps_per_call_refuse_per_step_callbacks(tmp_path, overrides, message):
+    from tf_nmt.config import ConfigError, load_config
+    from tf_nmt.training.trainer import train
+
+    data = write_toy_data_dir(tmp_path / "data")
+    cfg = load_config(None, TINY + [f"data.data_dir={data}", "train.steps_per_execution=2",
+                                    *overrides])
     with pytest.raises(ConfigError, match=message):
         train(cfg, tmp_path / "run", log=lambda _m: None)
     assert not (tmp_path / "run").exists()

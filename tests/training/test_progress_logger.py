@@ -7,12 +7,12 @@ from tf_nmt.models.losses import TokenCount
 from tf_nmt.training.callbacks import ProgressLogger
 
 
-def fit_with(logger):
+def fit_with(logger, steps_per_execution=1):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.layers.Embedding(10, 4), keras.layers.Dense(10)])
     model.compile(optimizer=keras.optimizers.SGD(0.1),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[TokenCount(name="tokens")])
+                  metrics=[TokenCount(name="tokens")], steps_per_execution=steps_per_execution)
     x = np.ones([8, 5], np.int32)
     y = np.array([[1, 2, 3, 0, 0]] * 8, np.int32)  # 3 non-pad target tokens per sentence
     model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[logger])
@@ -26,6 +26,15 @@ def test_single_worker_line_has_no_per_rank_part():
     entry = logger.history[0]
     assert entry["tokens_per_s"] == pytest.approx(entry["tokens_per_s_per_rank"])
     assert entry["tokens_per_s"] == pytest.approx(2 * 2 * 3 / (entry["s_per_step"] * 2))
+
+
+def test_several_steps_per_call_log_once_past_each_multiple():
+    lines = []
+    logger = ProgressLogger(3, 4, log=lines.append)
+    fit_with(logger, steps_per_execution=2)  # calls end at steps 2 and 4
+    assert [e["step"] for e in logger.history] == [4] and len(lines) == 1  # past 3, and the last
+    entry = logger.history[0]
+    assert entry["tokens_per_s"] == pytest.approx(4 * 2 * 3 / (4 * entry["s_per_step"]))
 
 
 def test_total_sums_ranks_and_per_rank_divides():

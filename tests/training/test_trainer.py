@@ -70,6 +70,44 @@ def test_step_count_is_exact_off_the_cycle_grid(data_dir, tmp_path):
     assert max(int(p.name[5:-6]) for p in (run / "checkpoints").glob("ckpt-*.index")) == 12
 
 
+def test_several_steps_per_call_train_the_same_run(data_dir, tmp_path):
+    # train.steps_per_execution runs 5 steps per call of the train function: the same steps on
+    # the same batches, logged and checkpointed at the same steps, also when it resumes a run.
+    straight, grouped, resumed = tmp_path / "straight", tmp_path / "grouped", tmp_path / "resumed"
+    common = ("train.train_steps=20", "train.steps_per_cycle=10")
+    one = train(tiny_config(data_dir, *common), straight, log=lambda _m: None)
+    five = train(tiny_config(data_dir, *common, "train.steps_per_execution=5"), grouped,
+                 log=lambda _m: None)
+    assert five.final_step == 20 and len(five.val_loss) == 2
+    assert [h["step"] for h in five.history] == [h["step"] for h in one.history] == [5, 10, 15, 20]
+    np.testing.assert_allclose([h["loss"] for h in five.history],
+                               [h["loss"] for h in one.history], rtol=1e-4)
+    assert sorted(p.name for p in (grouped / "checkpoints").glob("ckpt-*.index")) == [
+        "ckpt-10.index", "ckpt-20.index"]
+    train(tiny_config(data_dir, "train.train_steps=10", "train.steps_per_cycle=10"), resumed,
+          log=lambda _m: None)
+    again = train(tiny_config(data_dir, *common, "train.steps_per_execution=5"), resumed,
+                  log=lambda _m: None)
+    assert again.resumed_from == 10 and again.final_step == 20
+    for x, y, z in zip(weights(straight), weights(grouped), weights(resumed)):
+        np.testing.assert_allclose(y, x, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(z, x, rtol=1e-4, atol=1e-5)
+
+
+def test_several_steps_per_call_refuse_a_resume_off_their_grid(data_dir, tmp_path):
+    from tf_nmt.config import ConfigError
+
+    run = tmp_path / "run"
+    train(tiny_config(data_dir, "train.train_steps=7", "train.steps_per_cycle=5"), run,
+          log=lambda _m: None)
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(ConfigError, match="resumes from step 7, not a multiple of "
+                                          "train.steps_per_execution=5"):
+        train(tiny_config(data_dir, "train.train_steps=20", "train.steps_per_cycle=10",
+                          "train.steps_per_execution=5"), run, log=lambda _m: None)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+
+
 def test_resume_with_a_different_vocabulary_is_refused(data_dir, tmp_path):
     run = tmp_path / "run"
     train(tiny_config(data_dir, "train.train_steps=5", "train.steps_per_cycle=5"), run, log=lambda _m: None)

@@ -18,7 +18,8 @@ layer norm instead of the fused C++ op (``train.norm_kernel=tf``); ``fp32-tf`` w
 TensorFlow kernels; each with XLA (``-xla``), ``-geometric`` (the geometric length
 buckets, ``data.length_bucket_width=0``) and ``-tcmalloc`` (``TF_NMT_ALLOCATOR=tcmalloc``,
 where installed); ``bf16`` with TensorFlow's threads set explicitly (``-intra2``)
-and as 2 processes x 1 thread under ``horovodrun`` (``-hvd2x1``, the same global batch); the
+and as 2 processes x 1 thread under ``horovodrun`` (``-hvd2x1``, the same global batch); ``-spe5``
+with 5 steps per call of the train function (``train.steps_per_execution=5``); the
 peer ``onmt-fp32`` (its CPU default) and ``onmt-bf16`` (its Keras policy forced to
 mixed_bfloat16), from a side virtualenv (``scripts/install_opennmt.sh``), and ``onmt-fp32``
 with tcmalloc preloaded (``onmt-fp32-tcmalloc``, where installed). ``--variant`` adds variants
@@ -88,6 +89,8 @@ VARIANTS: Dict[str, Variant] = {
     "bf16-intra2": Variant([BF16], {"TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1",
                                     "OMP_NUM_THREADS": "2"}),
     "bf16-hvd2x1": Variant([BF16], processes=2),
+    "fp32-spe5": Variant([FP32, "train.steps_per_execution=5"]),
+    "bf16-spe5": Variant([BF16, "train.steps_per_execution=5"]),
     "onmt-fp32": Variant(peer="fp32"),
     "onmt-bf16": Variant(peer="bf16"),
     "onmt-fp32-tcmalloc": Variant(env={"LD_PRELOAD": TCMALLOC}, peer="fp32"),

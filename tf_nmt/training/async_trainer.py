@@ -134,6 +134,7 @@ def check_async_config(t: TrainConfig) -> None:
         "init_from": "it starts from a fresh initialisation",
         "schedule_implementation": "the schedule runs on the parameter server in Python",
         "time_budget_minutes": "it runs train.train_steps updates; there is no time budget",
+        "steps_per_execution": "a worker pushes after each step (several: --n-push)",
     }
     for key, why in unsupported.items():
         if getattr(t, key) != getattr(defaults, key):

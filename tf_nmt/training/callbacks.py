@@ -78,9 +78,9 @@ class ProgressLogger(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._train_t0 = time.perf_counter()
+        step = self._last_step = int(self.model.optimizer.iterations.numpy())
         if self.jsonl_path is None or not self.jsonl_path.is_file():
             return
-        step = int(self.model.optimizer.iterations.numpy())
         earlier = read_progress_log(self.jsonl_path)
         kept = [e for e in earlier if e.get("step", 0) <= step]
         if len(kept) != len(earlier) or self.jsonl_path.read_bytes()[-1:] not in (b"", b"\n"):
@@ -100,8 +100,11 @@ class ProgressLogger(keras.callbacks.Callback):
         self._step0 = int(self.model.optimizer.iterations.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % self.every and step != self.total_steps:
+        # A call may run several steps (train.steps_per_execution): log when it crossed a
+        # multiple of ``every``.
+        step, last = int(self.model.optimizer.iterations.numpy()), self._last_step
+        self._last_step = step
+        if step // self.every == last // self.every and step != self.total_steps:
             return
         logs = logs or {}
         now = time.perf_counter()

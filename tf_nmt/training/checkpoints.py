@@ -54,7 +54,8 @@ def make_rank_manager(checkpoint: tf.train.Checkpoint, checkpoints: Path, rank: 
     return make_manager(checkpoint, rank_directory(checkpoints, rank), max(keep, 2))
 
 
-def _step_of(prefix: Optional[str]) -> int:
+def step_of(prefix: Optional[str]) -> int:
+    """The step a checkpoint prefix ``.../ckpt-N`` was saved at (N); -1 for None."""
     return int(prefix.rsplit("-", 1)[1]) if prefix else -1
 
 
@@ -79,7 +80,7 @@ def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.Ch
     a network file system's cache) and skip a different number of batches.
     """
     if rank_manager is not None:
-        step = _min_over_ranks(_step_of(rank_manager.latest_checkpoint), ctx, "resume_step")
+        step = _min_over_ranks(step_of(rank_manager.latest_checkpoint), ctx, "resume_step")
         prefix = str(Path(rank_manager.directory) / f"ckpt-{step}")
         held = step >= 0 and Path(f"{prefix}.index").is_file()
         if _min_over_ranks(int(held), ctx, "resume_held"):
@@ -90,7 +91,7 @@ def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.Ch
             "resumes from rank 0's state (its GradDrop residuals and local model included)")
     prefix = manager.latest_checkpoint
     if ctx.distributed:
-        step = chief_value(_step_of(prefix), ctx, "resume_chief_step")
+        step = chief_value(step_of(prefix), ctx, "resume_chief_step")
         prefix = str(Path(manager.directory) / f"ckpt-{step}")
         if step < 0 or not Path(f"{prefix}.index").is_file():
             raise UserError(f"rank {ctx.rank} cannot read {prefix}, the chief's newest "

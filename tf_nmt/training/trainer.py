@@ -34,7 +34,7 @@ from tf_nmt.quantization import activations, retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_rank_manager,
-                                         restore_training_state)
+                                         restore_training_state, step_of)
 from tf_nmt.training.optimizers import build_optimizer
 from tf_nmt.training import precision, schedules
 from tf_nmt.training.run import RunDir, build_initialised_model, check_resume, run_meta
@@ -90,7 +90,7 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     model.compile(optimizer=optimizer, loss=loss,
                   metrics=[TokenCount(name="tokens"),
                            MaskedAccuracy(name="accuracy", kernel=loss_kernel)],
-                  jit_compile=t.jit_compile)
+                  jit_compile=t.jit_compile, steps_per_execution=t.steps_per_execution)
     return model
 
 
@@ -102,6 +102,7 @@ def validate_config(cfg: Config) -> None:
     comm.resolve_comm(cfg.train)
     activations.from_train_config(cfg.train)
     check_jit_compile(cfg.train)
+    check_steps_per_execution(cfg.train)
     resolve_loss_kernel(cfg.train.loss_kernel, cfg.train.jit_compile)
     resolve_dropout_kernel(cfg.train.dropout_kernel, cfg.train.jit_compile)
     resolve_norm_kernel(cfg.train.norm_kernel, cfg.train.jit_compile)
@@ -120,6 +121,48 @@ def check_jit_compile(t: TrainConfig) -> None:
     if custom:
         raise ConfigError("train.jit_compile cannot compile the custom ops of "
                           + ", ".join(custom) + " (they have no XLA kernels)")
+
+
+def check_steps_per_execution(t: TrainConfig) -> None:
+    """ConfigError for a ``train.steps_per_execution`` a run could not honour: below 1, not
+    dividing the cycle, the log interval or the step count (a call cannot stop part-way), or
+    with settings whose callbacks must act after every single step."""
+    n = t.steps_per_execution
+    if n < 1:
+        raise ConfigError(f"train.steps_per_execution must be >= 1, got {n}")
+    if n == 1:
+        return
+    misaligned = [f"train.{key}={value}" for key, value in
+                  (("steps_per_cycle", t.steps_per_cycle), ("log_every", t.log_every),
+                   ("train_steps", t.train_steps)) if value % n]
+    if misaligned:
+        raise ConfigError(f"train.steps_per_execution={n} runs {n} steps per call, so it must "
+                          f"divide {', '.join(misaligned)}")
+    per_step = [name for name, on in
+                (("train.quantize_bits (re-quantises after every step)", t.quantize_bits),
+                 (f"train.comm={t.comm} (acts between steps)",
+                  t.comm not in ("dense", "sparse_as_dense")),
+                 ("train.backward_passes_per_step > 1 (Horovod's accumulation)",
+                  t.backward_passes_per_step > 1)) if on]
+    if per_step:
+        raise ConfigError(f"train.steps_per_execution={n} cannot be used with "
+                          + ", ".join(per_step) + "; set it to 1")
+
+
+def check_execution_start(t: TrainConfig, world_size: int, elastic: bool, step: int) -> None:
+    """ConfigError where ``train.steps_per_execution`` cannot run this start: several processes
+    or elastic training (their callbacks and collectives run per step), or a resume from a step
+    off its grid (the run would stop past ``train_steps`` and log off ``log_every``)."""
+    n = t.steps_per_execution
+    if n == 1:
+        return
+    if world_size > 1 or elastic:
+        raise ConfigError(f"train.steps_per_execution={n} needs one process and no --elastic "
+                          f"(world size {world_size}); set it to 1")
+    if step % n:
+        raise ConfigError(f"the run resumes from step {step}, not a multiple of "
+                          f"train.steps_per_execution={n}: resume with a divisor of {step} "
+                          "(1 always works)")
 
 
 def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
@@ -168,6 +211,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
                                                  allow_world_size_change)), ctx, "resume_decision"))
+    check_execution_start(cfg.train, ctx.size, hooks is not None,
+                          max(0, step_of(tf.train.latest_checkpoint(str(run.checkpoints))))
+                          if resuming else 0)
     transfer.check_strategy(cfg.train.init_embeddings)
     parent = transfer.prepare_run(cfg, tokenizer) if cfg.train.init_from and not resuming else None
     if ctx.is_chief:
@@ -253,9 +299,12 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                       keras.callbacks.TensorBoard(str(run.logs), update_freq=t.log_every,
                                                   write_graph=False, profile_batch=0)]
     epochs = math.ceil(t.train_steps / cycle)
+    # Keras runs several steps per call only over data of known size: count the dev batches.
+    dev_steps = (int(dev_ds.reduce(0, lambda count, _batch: count + 1))
+                 if t.steps_per_execution > 1 else None)
     history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs,
                         initial_epoch=resumed_from // cycle, validation_data=dev_ds,
-                        callbacks=callbacks, verbose=0)
+                        validation_steps=dev_steps, callbacks=callbacks, verbose=0)
     if guard.error is not None:
         raise guard.error
     val_loss = [float(v) for v in history.history.get("val_loss", [])]

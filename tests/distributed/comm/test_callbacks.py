@@ -20,10 +20,11 @@ class Recorder(keras.callbacks.Callback):
         self.logs.append(dict(logs or {}))
 
 
-def fit(settings, callbacks, steps=6):
+def fit(settings, callbacks, steps=6, steps_per_execution=1):
     keras.utils.set_random_seed(1)
     m = keras.Sequential([keras.layers.Dense(3, input_shape=(5,))])
-    m.compile(optimizer=wrap_optimizer(keras.optimizers.legacy.SGD(0.1), settings, SINGLE), loss="mse")
+    m.compile(optimizer=wrap_optimizer(keras.optimizers.legacy.SGD(0.1), settings, SINGLE), loss="mse",
+              steps_per_execution=steps_per_execution)
     rng = np.random.default_rng(0)
     m.fit(rng.normal(size=(4 * steps, 5)), rng.normal(size=(4 * steps, 3)), batch_size=4,
           shuffle=False, verbose=0, callbacks=callbacks)
@@ -126,3 +127,16 @@ def test_resumed_run_keeps_the_earlier_steps_in_the_stats_file(tmp_path):
     fit(settings, callbacks, steps=2)  # a fresh model: iterations start at 0
     steps = [e["step"] for e in json.loads(path.read_text())["per_step"]]
     assert steps == [0, 1, 2]  # step 9 was after the resume point; 0 kept, then the new ones
+
+
+def test_dense_stats_keep_one_entry_per_step_with_several_steps_per_call(tmp_path):
+    settings = CommSettings(mode="sparse_as_dense")
+    lines = []
+    stats = CommStats("sparse_as_dense", exchange_of, None, every=4, log=lines.append,
+                      out_path=tmp_path / "stats.json", world_size=2)
+    fit(settings, [stats], steps=12, steps_per_execution=3)  # calls end at steps 3, 6, 9, 12
+    per_step = json.loads((tmp_path / "stats.json").read_text())["per_step"]
+    assert [e["step"] for e in per_step] == list(range(1, 13))
+    assert {e["sent_bytes"] for e in per_step} == {4 * 18}
+    assert [line.split(":")[0] for line in lines] == [  # past steps 4, 8 and 12
+        "comm sparse_as_dense step 6", "comm sparse_as_dense step 9", "comm sparse_as_dense step 12"]

@@ -109,6 +109,7 @@ class CommStats(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.dense_bytes = variables_bytes(self.model.trainable_variables)
         self._t0 = time.time()
+        self._last_step = int(self.model.optimizer.iterations.numpy())
         if self.out_path is not None and Path(self.out_path).is_file():  # a resumed run
             step = int(self.model.optimizer.iterations.numpy())
             file = json.loads(Path(self.out_path).read_text())
@@ -140,13 +141,16 @@ class CommStats(keras.callbacks.Callback):
                 self.tensors = TensorKept(kept, exchange.settings.drop_warmup_steps)
             self.tensors.add(step, kept["kept"])
         entry = {"step": step, **{k: float(v) for k, v in stats.items()}}
-        self.history.append(entry)
+        # one entry per step, also where a call ran several (train.steps_per_execution, which
+        # only the modes whose stats are the same every step allow)
+        last, self._last_step = self._last_step, step
+        self.history += [{**entry, "step": s} for s in range(last + 1, step)] + [entry]
         if logs is not None:
             logs.update(comm_bytes=entry["sent_bytes"], comm_dense_bytes=entry["dense_bytes"],
                         comm_density=entry["density"])
         # A single process with Horovod's modes sends nothing: keep the series, skip the line.
         quiet = self.world_size == 1 and self.mode in HOROVOD_MODES
-        if step % self.every == 0 and not quiet:
+        if step // self.every != last // self.every and not quiet:
             recent = self.history[-self.every:]
             sent = sum(e["sent_bytes"] for e in recent) / len(recent)
             ratio = self.dense_bytes / sent if sent else float("inf")
