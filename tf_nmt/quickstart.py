@@ -158,7 +158,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
             mixed = precision == "bfloat16"
         cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
 
+    cpu0 = time.process_time()  # every thread of this process: training's cores busy
     result = train(cfg, Path(run_dir))
+    train_cpu_seconds = time.process_time() - cpu0
     last = evaluate_run(Path(run_dir), split="test")
     averaged = average_last_checkpoints(Path(run_dir), average_last)
     report = (evaluate_run(Path(run_dir), split="test", checkpoint=averaged["checkpoint"])
@@ -203,7 +205,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
                      "last_s_per_step": final.get("s_per_step"),
                      # the mean over the logged intervals: what to compare across machines
                      "mean_s_per_step": (round(sum(step_times) / len(step_times), 4)
-                                         if step_times else None)},
+                                         if step_times else None),
+                     # CPU seconds over wall seconds of train(): the cores training kept busy
+                     "cores_busy": round(train_cpu_seconds / max(result.wall_seconds, 1e-9), 3)},
         "corpus": stats.get("splits", stats),
         "prepare_seconds": round(prepare_seconds, 1),
         "translate_seconds": round(report["translate_seconds"], 1),

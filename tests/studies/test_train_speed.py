@@ -2,6 +2,7 @@
 from OpenNMT-tf's log, ratios per round, argument checks, and one tiny end-to-end run of two
 tf-nmt variants alternating (the OpenNMT-tf peer needs its side virtualenv: skipped without)."""
 import json
+import os
 
 import pytest
 import yaml
@@ -43,18 +44,30 @@ def test_steady_speed_counts_only_the_steps_after_the_warm_up():
     assert speed["tgt_tok_per_s"] == pytest.approx(32000 / 18)
     with pytest.raises(ValueError, match="warm-up"):
         bench.steady_speed(entries, warmup=15, log_every=5)
+    assert "train_cores_busy" not in speed  # the peer's log has no CPU time
+
+
+def test_steady_cores_busy_counts_the_timed_steps_only():
+    entries = [{"step": 5, "tokens_per_s": 100.0, "s_per_step": 9.0, "elapsed_s": 45.0, "cpu_s": 50.0},
+               {"step": 10, "tokens_per_s": 1600.0, "s_per_step": 2.0, "elapsed_s": 55.0, "cpu_s": 69.0},
+               {"step": 15, "tokens_per_s": 2000.0, "s_per_step": 1.6, "elapsed_s": 63.0, "cpu_s": 84.2}]
+    speed = bench.steady_speed(entries, warmup=5, log_every=5)
+    assert speed["train_cores_busy"] == pytest.approx((84.2 - 50.0) / (63.0 - 45.0))  # 1.9
 
 
 def test_ratios_are_medians_of_per_round_ratios():
     def rounds(*tok):
-        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
+        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5, "train_cores_busy": 1.9}
+                for t in tok]
 
     summary = bench.summarise({"fp32": rounds(100, 200, 100), "bf16": rounds(150, 260, 160),
                                "onmt-fp32": rounds(125, 250, 125)})
     assert summary["bf16"]["x_fp32"] == pytest.approx(1.5)  # 1.5, 1.3, 1.6
     assert summary["fp32"]["x_onmt_fp32"] == pytest.approx(0.8)
     assert summary["bf16"]["tgt_tok_per_s"] == 160
-    assert "| bf16 | 160 | 1.000 | 1.50 | 1.50 | 1.20 |" in bench.format_table(summary)
+    assert "| bf16 | 160 | 1.000 | 1.50 / 1.90 | 1.50 | 1.20 |" in bench.format_table(summary)
+    summary["bf16"].pop("train_cores_busy")
+    assert "| bf16 | 160 | 1.000 | 1.50 / - | 1.50 | 1.20 |" in bench.format_table(summary)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -111,6 +124,7 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     assert result["variant_settings"]["w3"]["env"] == {"TF_NMT_X": "1"}
     for row in variants.values():
         assert len(row["rounds"]) == 2 and row["tgt_tok_per_s"] > 0 and row["cores_busy"] > 0
+        assert 0 < row["train_cores_busy"] <= (os.cpu_count() or 2) + 0.1
         assert all(r["timed_steps"] == 4 for r in row["rounds"])
     from tf_nmt.config import load_config
 

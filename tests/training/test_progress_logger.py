@@ -76,6 +76,7 @@ def test_jsonl_log_has_one_parsable_entry_per_logged_step(tmp_path):
         for key in ("loss", "lr", "tokens_per_s", "tokens_per_s_per_rank", "s_per_step", "time"):
             assert entry[key] == pytest.approx(seen[key])
     assert entries[1]["elapsed_s"] >= entries[0]["elapsed_s"]
+    assert 0 < entries[0]["cpu_s"] <= entries[1]["cpu_s"]  # the process's CPU time since the start
 
 
 def test_jsonl_log_continues_on_resume_and_drops_steps_past_the_restart(tmp_path):

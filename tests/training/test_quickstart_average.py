@@ -1,5 +1,6 @@
 """The quickstart scores and exports the average of its last checkpoints (toy corpus, tiny model)."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ def test_quickstart_exports_and_scores_the_average_of_its_last_checkpoints(tmp_p
                                         precision="float32", average_last=3)
     kept = list_checkpoints(run / "checkpoints")
     assert len(kept) == 3 and payload["training"]["steps"] > 10
+    assert 0 < payload["training"]["cores_busy"] <= os.cpu_count() + 0.1
     record = json.loads(results.read_text())["checkpoint_average"]
     assert record["asked"] == 3 and record["averaged"] == kept
     assert isinstance(record["last_checkpoint_bleu"], float)

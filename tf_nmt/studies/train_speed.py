@@ -5,7 +5,8 @@ Each variant is one real training process (``tf-nmt train``, under ``horovodrun`
 variant; ``onmt-main train`` for the peer) of ``--warmup + --steps`` steps on the prepared corpus.
 Its speed is read from its own progress log over the steps after the warm-up (tracing, XLA
 compilation, the first buckets), as target tokens/s and seconds/step; the CPU time the process
-used over its wall time (start-up included) says how many of the cores it kept busy. The
+used over its wall time says how many of the cores it kept busy, start-up included, and, from
+tf-nmt's progress log, over the timed steps alone (one-process variants). The
 variants run in rotated order in every round, so this noisy machine's drift falls on all of
 them alike; each variant's figure is its median over rounds and its ratio to the baseline (and
 to the peer) is the median of the per-round ratios.
@@ -133,14 +134,21 @@ def variant_env(variant: Variant, base: Mapping[str, str]) -> Dict[str, str]:
 
 def steady_speed(entries: Sequence[Mapping[str, Any]], warmup: int, log_every: int
                  ) -> Dict[str, float]:
-    """Target tokens/s and s/step over the logged intervals after step ``warmup``."""
+    """Target tokens/s and s/step over the logged intervals after step ``warmup``, and, where
+    the entries carry the process's CPU time (tf-nmt's progress log), the cores it kept busy
+    over those steps alone (``train_cores_busy``: start-up, tracing and warm-up left out)."""
     timed = [e for e in entries if e["step"] > warmup]
     if not timed:
         raise ValueError(f"no progress entry after the {warmup} warm-up steps")
     seconds = sum(e["s_per_step"] * log_every for e in timed)
     tokens = sum(e["tokens_per_s"] * e["s_per_step"] * log_every for e in timed)
     steps = log_every * len(timed)
-    return {"tgt_tok_per_s": tokens / seconds, "s_per_step": seconds / steps, "timed_steps": steps}
+    speed = {"tgt_tok_per_s": tokens / seconds, "s_per_step": seconds / steps, "timed_steps": steps}
+    start = [e for e in entries if e["step"] == warmup]
+    if start and all("cpu_s" in e and "elapsed_s" in e for e in (start[-1], timed[-1])):
+        wall = timed[-1]["elapsed_s"] - start[-1]["elapsed_s"]
+        speed["train_cores_busy"] = (timed[-1]["cpu_s"] - start[-1]["cpu_s"]) / wall
+    return speed
 
 
 def run_timed(cmd: Sequence[str], env: Mapping[str, str], log_path: Path,
@@ -191,6 +199,8 @@ class Bench:
             cmd = [*common.tf_nmt_command(), *train]
         usage = run_timed(cmd, env, self.work / f"{name}-r{round_index}.log", a.timeout)
         speed = steady_speed(read_progress_log(run_dir / PROGRESS_LOG), a.warmup, a.log_every)
+        if variant.processes > 1:  # the log holds the chief's CPU time only
+            speed.pop("train_cores_busy", None)
         return {**speed, **usage}
 
     def onmt(self, name: str, variant: Variant, round_index: int) -> Dict[str, Any]:
@@ -237,6 +247,8 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
     for name, rounds in samples.items():
         row = {key: statistics.median(r[key] for r in rounds)
                for key in ("tgt_tok_per_s", "s_per_step", "cores_busy")}
+        if all("train_cores_busy" in r for r in rounds):
+            row["train_cores_busy"] = statistics.median(r["train_cores_busy"] for r in rounds)
         for ref, label in ((BASELINE, "x_fp32"), (PEER, "x_onmt_fp32")):
             if ref in samples and len(samples[ref]) == len(rounds):
                 row[label] = statistics.median(r["tgt_tok_per_s"] / b["tgt_tok_per_s"]
@@ -247,12 +259,13 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
 
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """The variants as a Markdown table."""
-    lines = ["| variant | target tok/s | s/step | cores busy | x fp32 | x OpenNMT-tf fp32 |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| variant | target tok/s | s/step | cores busy (process / timed steps) | x fp32 "
+             "| x OpenNMT-tf fp32 |", "|---|---|---|---|---|---|"]
     for name, row in summary.items():
         ratios = [f"{row[k]:.2f}" if k in row else "-" for k in ("x_fp32", "x_onmt_fp32")]
+        timed = f"{row['train_cores_busy']:.2f}" if "train_cores_busy" in row else "-"
         lines.append(f"| {name} | {row['tgt_tok_per_s']:,.0f} | {row['s_per_step']:.3f} | "
-                     f"{row['cores_busy']:.2f} | {ratios[0]} | {ratios[1]} |")
+                     f"{row['cores_busy']:.2f} / {timed} | {ratios[0]} | {ratios[1]} |")
     return "\n".join(lines)
 
 

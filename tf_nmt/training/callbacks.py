@@ -60,7 +60,9 @@ class ProgressLogger(keras.callbacks.Callback):
 
     With ``jsonl_path`` every entry is also appended to that file as one JSON object per line
     (``step``, ``total_steps``, ``loss``, ``lr``, ``tokens_per_s``, ``tokens_per_s_per_rank``,
-    ``s_per_step``, ``elapsed_s`` since this invocation began training, ``time``), flushed at
+    ``s_per_step``, ``elapsed_s`` since this invocation began training, ``cpu_s``: the CPU time
+    the process used since then, all threads, so that Δcpu_s / Δelapsed_s between two entries is
+    how many cores training kept busy there, ``time``), flushed at
     once, so studies read numbers instead of parsing the human line. Pass it on the chief only.
     A resumed run continues the file; entries past the step it resumes from (logged after the
     checkpoint it restarts at) are dropped first, so each step appears once.
@@ -77,7 +79,7 @@ class ProgressLogger(keras.callbacks.Callback):
         self.history: List[Dict[str, Any]] = []
 
     def on_train_begin(self, logs=None):
-        self._train_t0 = time.perf_counter()
+        self._train_t0, self._train_cpu0 = time.perf_counter(), time.process_time()
         step = self._last_step = int(self.model.optimizer.iterations.numpy())
         if self.jsonl_path is None or not self.jsonl_path.is_file():
             return
@@ -122,7 +124,8 @@ class ProgressLogger(keras.callbacks.Callback):
         self.history.append(entry)
         if self.jsonl_path is not None:
             self._append({"step": step, "total_steps": self.total_steps, **entry,
-                          "elapsed_s": now - self._train_t0})
+                          "elapsed_s": now - self._train_t0,
+                          "cpu_s": time.process_time() - self._train_cpu0})
         per_rank = f" ({rate / self.world_size:,.0f}/rank)" if self.world_size > 1 else ""
         self.log(f"step {step:>6}/{self.total_steps} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
                  f"| {rate:,.0f} tgt tok/s{per_rank} | {entry['s_per_step']:.3f} s/step")
