@@ -114,7 +114,7 @@ def check_jit_compile(t: TrainConfig) -> None:
         return
     custom = [name for name, on in (("train.quantize_bits", t.quantize_bits),
                                     ("train.quantize_activations_bits", t.quantize_activations_bits),
-                                    (f"train.comm={t.comm}", t.comm not in ("dense", "sparse_as_dense")),
+                                    (f"train.comm={t.comm}", t.comm not in comm.HOROVOD_MODES),
                                     ("train.schedule_implementation=op",
                                      t.schedule_implementation == "op"))
               if on]
@@ -140,8 +140,7 @@ def check_steps_per_execution(t: TrainConfig) -> None:
                           f"divide {', '.join(misaligned)}")
     per_step = [name for name, on in
                 (("train.quantize_bits (re-quantises after every step)", t.quantize_bits),
-                 (f"train.comm={t.comm} (acts between steps)",
-                  t.comm not in ("dense", "sparse_as_dense")),
+                 (f"train.comm={t.comm} (acts between steps)", t.comm not in comm.HOROVOD_MODES),
                  ("train.backward_passes_per_step > 1 (Horovod's accumulation)",
                   t.backward_passes_per_step > 1)) if on]
     if per_step:

@@ -23,8 +23,8 @@ Use::
 Every mode reports bytes per step against a dense allreduce (:class:`.callbacks.CommStats`;
 the formulas are in :mod:`tf_nmt.distributed.accounting`).
 """
-from tf_nmt.distributed.comm.settings import COMM_MODES, CommSettings, resolve_comm
+from tf_nmt.distributed.comm.settings import COMM_MODES, HOROVOD_MODES, CommSettings, resolve_comm
 from tf_nmt.distributed.comm.wiring import checkpoint_state, comm_callbacks, wrap_optimizer
 
-__all__ = ["COMM_MODES", "CommSettings", "resolve_comm", "comm_callbacks", "wrap_optimizer",
+__all__ = ["COMM_MODES", "HOROVOD_MODES", "CommSettings", "resolve_comm", "comm_callbacks", "wrap_optimizer",
            "checkpoint_state"]

@@ -109,9 +109,8 @@ class CommStats(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.dense_bytes = variables_bytes(self.model.trainable_variables)
         self._t0 = time.time()
-        self._last_step = int(self.model.optimizer.iterations.numpy())
+        step = self._last_step = int(self.model.optimizer.iterations.numpy())
         if self.out_path is not None and Path(self.out_path).is_file():  # a resumed run
-            step = int(self.model.optimizer.iterations.numpy())
             file = json.loads(Path(self.out_path).read_text())
             earlier = file.get("per_step", [])
             self.history = [e for e in earlier if e["step"] <= step] + self.history
