@@ -79,6 +79,36 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
     assert calls[4:] == ["train-async", "evaluate"] * 2
 
 
+def test_async_max_new_runs_spreads_a_grid_over_invocations(tmp_path, monkeypatch):
+    """--max-new-runs trains that many unfinished runs and stops; --resume goes on, and the
+    recorded command stays that of the whole grid."""
+    calls = []
+
+    def fake_tf_nmt(command, *argv):
+        calls.append((command, argv[argv.index("--run-dir") + 1].split("/")[-1]))
+        fake_run(tmp_path / "w", command, argv, bleu=0.75)
+
+    monkeypatch.setattr(asynchronous.common, "run_tf_nmt", fake_tf_nmt)
+    argv = ["--work-dir", str(tmp_path / "w"), "--output", str(tmp_path / "a.json"),
+            "--kinds", "transformer,gnmt", "--lrs", "0.001", "--modes", "async,sync"]
+    asynchronous.main(argv + ["--max-new-runs", "1"])
+    first = json.loads((tmp_path / "a.json").read_text())
+    assert [(r["kind"], r["mode"]) for r in first["runs"]] == [("transformer", "async")]
+    assert not first["complete"] and first["planned_runs"] == 4
+    assert "--max-new-runs" not in first["command"]
+    asynchronous.main(argv + ["--resume", "--max-new-runs", "2"])
+    second = json.loads((tmp_path / "a.json").read_text())
+    assert [(r["kind"], r["mode"]) for r in second["runs"]] == [
+        ("transformer", "async"), ("transformer", "sync"), ("gnmt", "async")]
+    asynchronous.main(argv + ["--resume"])
+    assert json.loads((tmp_path / "a.json").read_text())["complete"]
+    assert [c for c in calls if c[0] == "train-async"] == [
+        ("train-async", f"{k}-lr0.001-{m}") for k, m in
+        [("transformer", "async"), ("transformer", "sync"), ("gnmt", "async"), ("gnmt", "sync")]]
+    with pytest.raises(SystemExit):
+        asynchronous.main(argv + ["--resume", "--max-new-runs", "0"])
+
+
 def test_async_writes_the_results_after_every_run(tmp_path, monkeypatch):
     """A grid cut after its first run (the session ends) keeps that run in the results file."""
     def fake_tf_nmt(command, *argv):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--resume", action="store_true",
                     help="reuse the finished runs in --work-dir trained with the same options; "
                          "rewrite --output with the grown grid")
+    ap.add_argument("--max-new-runs", type=int, default=None, metavar="N",
+                    help="train at most N runs not yet finished, then stop (the results file "
+                         "keeps the finished ones; a later --resume goes on)")
     return ap
 
 
@@ -161,27 +165,35 @@ def check_resumable(args: argparse.Namespace, grid: Sequence[Tuple[str, float, s
                                  f"retrain the grid")
 
 
-def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str,
-            earlier: Sequence[Dict[str, Any]] = ()) -> Dict[str, Any]:
-    """Train and score one (kind, lr, mode), or with ``--resume`` reuse its finished run: from
-    its run directory, or else the row of ``earlier`` (the results file's runs) trained with
-    the same options, so a grid spread over sessions and machines resumes from the committed
-    results file alone."""
+def finished_run(args: argparse.Namespace, kind: str, lr: float, mode: str,
+                 earlier: Sequence[Dict[str, Any]] = ()) -> Optional[Dict[str, Any]]:
+    """With ``--resume``, the row of one (kind, lr, mode) already finished with the same
+    options: from its run directory, or else the row of ``earlier`` (the results file's runs),
+    so a grid spread over sessions and machines resumes from the committed results file alone.
+    None: it still has to be trained."""
+    if not args.resume:
+        return None
     run, options = cell(args, kind, lr, mode)
     record_path = run / RUN_RECORD
-    if args.resume and not record_path.is_file():
-        for r in earlier:
-            if (r.get("options") == options and r.get("dev_limit") == args.dev_limit
-                    and (r["kind"], r["lr"], r["mode"]) == (kind, lr, mode)):
-                print(f"  reusing the finished run recorded in {args.output}", flush=True)
-                return r
-    if args.resume and record_path.is_file():  # check_resumable matched its options
+    if record_path.is_file():  # check_resumable matched its options
         record = json.loads(record_path.read_text())
         print(f"  reusing the finished run in {run}", flush=True)
         report = json.loads((run / "async.json").read_text())
         return {**row(kind, lr, mode, args.workers, report, record["dev_bleu"],
                       record["wall_seconds"]),
                 "options": options, "dev_limit": args.dev_limit, "machine": record.get("machine")}
+    for r in earlier:
+        if (r.get("options") == options and r.get("dev_limit") == args.dev_limit
+                and (r["kind"], r["lr"], r["mode"]) == (kind, lr, mode)):
+            print(f"  reusing the finished run recorded in {args.output}", flush=True)
+            return r
+    return None
+
+
+def train_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict[str, Any]:
+    """Train one (kind, lr, mode) from scratch and score it on the dev set."""
+    run, options = cell(args, kind, lr, mode)
+    record_path = run / RUN_RECORD
     if run.exists():  # an unfinished run (train-async starts fresh runs only)
         shutil.rmtree(run)
     t0 = time.perf_counter()
@@ -204,6 +216,11 @@ def run_one(args: argparse.Namespace, kind: str, lr: float, mode: str,
 def payload(args: argparse.Namespace, argv: Optional[Sequence[str]], runs: List[Dict[str, Any]],
             planned: int, wall_seconds: float) -> Dict[str, Any]:
     """The results file: settings, the command, and the runs finished so far (of ``planned``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--max-new-runs" in argv:  # how many runs one invocation trains is not the grid's
+        i = argv.index("--max-new-runs")
+        del argv[i:i + 2]
+    argv = [a for a in argv if not a.startswith("--max-new-runs=")]
     return {"experiment": "async SGD with global accumulation (issue 8)",
             "command": common.command_line("async", argv),
             "tiny_smoke_setting": bool(args.tiny),
@@ -240,6 +257,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.dev_limit = min(args.dev_limit, 30)
     if args.overwrite and args.resume:
         parser.error("--overwrite and --resume exclude each other")
+    if args.max_new_runs is not None and args.max_new_runs < 1:
+        parser.error(f"--max-new-runs must be >= 1, got {args.max_new_runs}")
     if not args.resume:
         common.refuse_existing([args.output, args.work_dir], args.overwrite)
         if args.work_dir.exists():
@@ -252,10 +271,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     earlier = (json.loads(args.output.read_text()).get("runs", [])
                if args.resume and args.output.is_file() else [])
     runs: List[Dict[str, Any]] = []
+    trained = 0
     for kind, lr, mode in grid:  # the results file grows after every run: a cut grid keeps them
-        runs.append(run_one(args, kind, lr, mode, earlier))
+        done = finished_run(args, kind, lr, mode, earlier)
+        if done is None and args.max_new_runs is not None and trained >= args.max_new_runs:
+            continue  # left for a later --resume
+        if done is None:
+            trained += 1
+            done = train_one(args, kind, lr, mode)
+        runs.append(done)
         write_json_atomic(args.output, payload(args, argv, runs, len(grid),
                                                time.perf_counter() - start))
     print("\n" + table(runs))
-    print(f"wrote {args.output}")
+    left = len(grid) - len(runs)
+    print(f"wrote {args.output}" + (f" ({left} of {len(grid)} runs left for --resume)" if left else ""))
     return 0
