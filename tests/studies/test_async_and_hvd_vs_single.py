@@ -155,6 +155,23 @@ def test_loss_by_gradients_means_each_tenth_of_the_run():
     assert asynchronous.loss_by_gradients([]) == []
 
 
+def test_the_table_compares_runs_at_the_tenth_nearest_the_shortest_run():
+    downpour = asynchronous.loss_by_gradients([5.0] * 2160 + [4.0] * 242)  # tenths end at 1,201
+    assert [c["gradients"] for c in downpour][4] == 1201
+    assert asynchronous.loss_at(downpour, 1200) == 5.0 and asynchronous.loss_at([], 1200) is None
+    assert asynchronous.loss_at([{"gradients": 10, "loss": 1.0}, {"gradients": 20, "loss": 2.0}],
+                                15) == 1.0  # as near: the earlier
+    runs = []
+    for mode, losses in (("async", [6.0] * 1200), ("downpour", [5.5] * 1201 + [3.0] * 1201)):
+        report = {"k": 1, "updates": 1200, "pushes": 1200, "final_loss": losses[-1],
+                  "diverged": False, "mean": 1.0, "max": 2, "histogram": {"1": 1}, "seconds": 1.0,
+                  "losses": losses}
+        runs.append(asynchronous.row("transformer", 0.001, mode, 2, report, 1.0, 2.0))
+    lines = asynchronous.table(runs).splitlines()
+    assert "loss@1200g" in lines[0]
+    assert lines[2].split()[5] == "5.5000"  # Downpour at its 1,201-gradient tenth
+
+
 def test_hvd_vs_single_gives_both_runs_the_same_tokens_and_schedule():
     args = hvd_vs_single.build_parser().parse_args(["--steps", "10", "--np", "2",
                                                     "--batch-tokens", "1000"])

@@ -97,6 +97,15 @@ def loss_by_gradients(losses: Sequence[float], points: int = 10) -> List[Dict[st
     return out
 
 
+def loss_at(curve: Sequence[Dict[str, float]], gradients: int) -> Optional[float]:
+    """The loss of the tenth of ``curve`` that ends nearest to ``gradients`` (the earlier of
+    two as near), so that a run of 2,402 worker steps (Downpour's tenths end at 1,201) is read
+    at 1,201 for 1,200, not a tenth earlier. None for an empty curve."""
+    if not curve:
+        return None
+    return min(curve, key=lambda c: (abs(c["gradients"] - gradients), c["gradients"]))["loss"]
+
+
 def table(runs: List[Dict[str, Any]]) -> str:
     """Final loss, the loss at the gradient count of the shortest run (equal compute and data),
     dev BLEU and staleness of every run."""
@@ -106,8 +115,8 @@ def table(runs: List[Dict[str, Any]]) -> str:
              f"{f'loss@{common_g}g':>11} {'dev BLEU':>8} {'stale mean':>10} {'stale max':>9}"]
     for r in runs:
         bleu = "diverged" if r["diverged"] else f"{r['dev_bleu']:.2f}"
-        at = [c["loss"] for c in r.get("loss_by_gradients", []) if c["gradients"] <= common_g]
-        at_g = f"{at[-1]:.4f}" if at else "-"
+        at = loss_at(r.get("loss_by_gradients", []), common_g)
+        at_g = f"{at:.4f}" if at is not None else "-"
         lines.append(f"{r['kind']:<12} {r['lr']:>8g} {r['mode']:<11} {r['k']:>3} "
                      f"{r['final_loss']:>10.4f} {at_g:>11} {bleu:>8} {r['staleness_mean']:>10.2f} "
                      f"{r['staleness_max']:>9}")
