@@ -26,6 +26,7 @@ class ConfigError(UserError, ValueError):
 # IndexedSlices densified and allreduced (sparse_as_dense) or allgathered (dense), gradient
 # dropping (graddrop), model averaging (fedavg) and blockwise model-update filtering (bmuf).
 COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
+HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
 
 # Keys that no longer exist: (section, key) -> (the value every saved config.yaml of older runs
 # holds, which is dropped when read from a file, and what to use instead). Any other value, or

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from tf_nmt.compat import tf
+from tf_nmt.config import HOROVOD_MODES
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
              "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
@@ -95,7 +96,7 @@ def link_send_bytes(mode: str, payload: float, ranks: int) -> float:
     control messages): the allreduced dense copy for Horovod's modes, the allgathered
     (positions, values) for graddrop. ``payload`` is what the rank hands to the collective
     (graddrop: the ranks' mean)."""
-    if mode in ("dense", "sparse_as_dense"):
+    if mode in HOROVOD_MODES:
         return ring_allreduce_bytes(payload, ranks)
     if mode == "graddrop":
         return ring_allgather_bytes(payload, ranks)

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-from tf_nmt.config import COMM_MODES, ConfigError, TrainConfig
+from tf_nmt.config import COMM_MODES, HOROVOD_MODES, ConfigError, TrainConfig
 
-HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
 WARMUP_SHAPES = ("linear", "geometric")  # how the drop ratio ramps up (see ramped_drop_ratio)
 # The train.* keys only some modes read (anything else set there would be silently ignored).
 GRADDROP_KEYS = ("drop_ratio", "drop_threshold", "drop_warmup_steps", "drop_warmup_shape",
