@@ -15,6 +15,7 @@
 #include "parallel_blocks.h"
 #include "quant_codec.h"
 #include "quant_gpu.h"
+#include "quant_inputs.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
 namespace tf_nmt {
@@ -25,33 +26,11 @@ using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Status;
 using tensorflow::Tensor;
-using tensorflow::TensorShapeUtils;
-namespace errors = tensorflow::errors;
 
 namespace {
 
 static_assert(kBlockSize == (int64_t{1} << 16),
               "quant_kernels.cu.cc reproduces the CPU fit's 65536-entry blocks");
-
-Status ReadBits(const Tensor& t, int* bits) {
-  if (!TensorShapeUtils::IsScalar(t.shape())) {
-    return errors::InvalidArgument("bits must be a scalar, got shape ", t.shape().DebugString());
-  }
-  *bits = t.scalar<tensorflow::int32>()();
-  if (*bits < 1 || *bits > 8) return errors::InvalidArgument("bits must be in 1..8, got ", *bits);
-  return tensorflow::OkStatus();
-}
-
-Status ReadScale(const Tensor& t, float* scale) {
-  if (!TensorShapeUtils::IsScalar(t.shape())) {
-    return errors::InvalidArgument("scale must be a scalar, got shape ", t.shape().DebugString());
-  }
-  *scale = t.scalar<float>()();
-  if (!(*scale >= 0.0f && *scale <= FLT_MAX)) {
-    return errors::InvalidArgument("scale must be finite and >= 0, got ", *scale);
-  }
-  return tensorflow::OkStatus();
-}
 
 FitMode ParseMode(const std::string& mode) {
   if (mode == "unscaled") return FitMode::kUnscaled;
