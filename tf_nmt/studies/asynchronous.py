@@ -222,14 +222,19 @@ def train_one(args: argparse.Namespace, kind: str, lr: float, mode: str) -> Dict
             "options": options, "dev_limit": args.dev_limit, "machine": where}
 
 
-def payload(args: argparse.Namespace, argv: Optional[Sequence[str]], runs: List[Dict[str, Any]],
-            planned: int, wall_seconds: float) -> Dict[str, Any]:
-    """The results file: settings, the command, and the runs finished so far (of ``planned``)."""
+def grid_argv(argv: Optional[Sequence[str]]) -> List[str]:
+    """The study's arguments without ``--max-new-runs`` (how many runs one invocation trains
+    is not part of the grid), for the results file's command."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--max-new-runs" in argv:  # how many runs one invocation trains is not the grid's
+    if "--max-new-runs" in argv:
         i = argv.index("--max-new-runs")
         del argv[i:i + 2]
-    argv = [a for a in argv if not a.startswith("--max-new-runs=")]
+    return [a for a in argv if not a.startswith("--max-new-runs=")]
+
+
+def payload(args: argparse.Namespace, argv: Sequence[str], runs: List[Dict[str, Any]],
+            planned: int, wall_seconds: float) -> Dict[str, Any]:
+    """The results file: settings, the command, and the runs finished so far (of ``planned``)."""
     return {"experiment": "async SGD with global accumulation (issue 8)",
             "command": common.command_line("async", argv),
             "tiny_smoke_setting": bool(args.tiny),
@@ -280,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     earlier = (json.loads(args.output.read_text()).get("runs", [])
                if args.resume and args.output.is_file() else [])
     runs: List[Dict[str, Any]] = []
-    trained = 0
+    trained, command_argv = 0, grid_argv(argv)
     for kind, lr, mode in grid:  # the results file grows after every run: a cut grid keeps them
         done = finished_run(args, kind, lr, mode, earlier)
         if done is None and args.max_new_runs is not None and trained >= args.max_new_runs:
@@ -289,7 +294,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             trained += 1
             done = train_one(args, kind, lr, mode)
         runs.append(done)
-        write_json_atomic(args.output, payload(args, argv, runs, len(grid),
+        write_json_atomic(args.output, payload(args, command_argv, runs, len(grid),
                                                time.perf_counter() - start))
     print("\n" + table(runs))
     left = len(grid) - len(runs)
