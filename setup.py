@@ -52,6 +52,33 @@ class BuildTfOps(build_ext):
         except build_ops.CudaBuildError as err:
             sys.exit(f"error: {err}")
 
+    def _record_mapping(self) -> dict:
+        """``{built record: in-place record}`` for the op library (its ``.build.json``)."""
+        build_py = self.get_finalized_command("build_py")
+        mapping = {}
+        for ext in self.extensions:
+            if ext.name == OPS_EXT:
+                inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
+                mapping[build_ops.build_info_path(regular_file)] = build_ops.build_info_path(inplace_file)
+        return mapping
+
+    def copy_extensions_to_source(self) -> None:
+        """In-place and editable installs copy only the library into the source tree; the build
+        record (CUDA kernels in or not, and why a CUDA build fell back) goes beside it too, since
+        the loader reads it there."""
+        super().copy_extensions_to_source()
+        for regular, inplace in self._record_mapping().items():
+            if os.path.exists(regular):
+                self.copy_file(regular, inplace, level=self.verbose)
+            elif os.path.exists(inplace):  # never leave an older build's record beside it
+                os.remove(inplace)
+
+    def get_output_mapping(self) -> dict:
+        mapping = super().get_output_mapping()
+        if self.inplace:
+            mapping.update(self._record_mapping())
+        return mapping
+
 
 def _up_to_date(target: str, sources: list) -> bool:
     """Built after every source, and with the CUDA setting asked for now."""

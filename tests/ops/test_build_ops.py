@@ -150,8 +150,56 @@ def test_setup_py_exits_non_zero_when_required_cuda_is_missing(tmp_path):
 
 def test_installed_library_cuda_build_did_not_fail():
     """Where nvcc and a CUDA TensorFlow exist (CI here), a broken CUDA kernel fails the suite
-    instead of hiding behind the CPU-only fallback."""
+    instead of hiding behind the CPU-only fallback. The install must leave its build record
+    beside the library (an editable install used to copy only the library, so this passed on
+    an empty record and the loader could not tell a CUDA build from a fallback)."""
+    from tf_nmt.ops import loader
+
+    if os.environ.get("TF_NMT_OPS_LIBRARY"):
+        pytest.skip("TF_NMT_OPS_LIBRARY points at another library")
+    info = loader.build_info()
+    assert info, f"no build record beside the installed library ({loader.build_info_path()})"
+    assert info.get("cuda_status") != "failed", f"CUDA build failed: {info.get('reason')}"
+    assert info["cuda_status"] in ("built", "unavailable", "disabled"), info
+
+
+# The ops with CUDA kernels (README "GPU nodes"; the LR schedule's GPU kernel keeps everything in
+# host memory); the training-speed kernels (loss, norm, dropout, argmax) and the log-space dot
+# products are CPU only.
+GPU_OPS = {
+    "GradDrop", "GradDropGlobal", "OneBitQuantize", "PackNibbles", "UnpackNibbles", "NmtLearningRate",
+    *(f"{kind}Quantize{what}" for kind in ("Log", "Fixed")
+      for what in ("Fit", "Encode", "Decode", "", "Dequantize")),
+}
+
+KERNELS_CODE = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+def registered():
+    return {(k.op, k.device_type) for k in kernels.get_all_registered_kernels().kernel}
+before = registered()
+tf.load_op_library(sys.argv[1])
+devices = {}
+for op, device in sorted(registered() - before):
+    devices.setdefault(op, []).append(device)
+print(json.dumps(devices))
+"""
+
+
+def test_installed_cuda_library_registers_every_gpu_kernel():
+    """Where the install built the CUDA kernels (CI: nvcc 13 and TensorFlow's CUDA build, no
+    GPU), the library registers a GPU kernel for exactly the ops that have one, and a CPU kernel
+    for every op. What the kernels compute is checked on a GPU (tests/gpu)."""
     from tf_nmt.ops import loader
 
     info = loader.build_info()
-    assert info.get("cuda_status") != "failed", f"CUDA build failed: {info.get('reason')}"
+    if not info.get("cuda"):
+        pytest.skip(f"the installed library has no CUDA kernels: {info.get('reason', 'no build record')}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", KERNELS_CODE, loader.library_path()],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    devices = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {op for op, devs in devices.items() if "GPU" in devs} == GPU_OPS
+    assert all("CPU" in devs for devs in devices.values()), devices
