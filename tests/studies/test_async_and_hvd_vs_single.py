@@ -100,6 +100,9 @@ def test_async_max_new_runs_spreads_a_grid_over_invocations(tmp_path, monkeypatc
     second = json.loads((tmp_path / "a.json").read_text())
     assert [(r["kind"], r["mode"]) for r in second["runs"]] == [
         ("transformer", "async"), ("transformer", "sync"), ("gnmt", "async")]
+    # what the grid cost over both invocations, not the second invocation's time alone
+    assert second["wall_seconds"] == pytest.approx(sum(r["wall_seconds"] for r in second["runs"]))
+    assert second["wall_seconds"] > first["wall_seconds"] > 0 and second["invocation_seconds"] >= 0
     asynchronous.main(argv + ["--resume"])
     assert json.loads((tmp_path / "a.json").read_text())["complete"]
     assert [c for c in calls if c[0] == "train-async"] == [

@@ -233,8 +233,10 @@ def grid_argv(argv: Optional[Sequence[str]]) -> List[str]:
 
 
 def payload(args: argparse.Namespace, argv: Sequence[str], runs: List[Dict[str, Any]],
-            planned: int, wall_seconds: float) -> Dict[str, Any]:
-    """The results file: settings, the command, and the runs finished so far (of ``planned``)."""
+            planned: int, invocation_seconds: float) -> Dict[str, Any]:
+    """The results file: settings, the command, and the runs finished so far (of ``planned``).
+    ``wall_seconds`` sums the runs' own wall times, so a grid spread over several invocations
+    states what it cost in all; ``invocation_seconds`` is the last invocation's time alone."""
     return {"experiment": "async SGD with global accumulation (issue 8)",
             "command": common.command_line("async", argv),
             "tiny_smoke_setting": bool(args.tiny),
@@ -245,7 +247,8 @@ def payload(args: argparse.Namespace, argv: Sequence[str], runs: List[Dict[str, 
                                       "clip_norm": args.clip_norm},
                          "overrides": args.set, "engine": "tf.distribute ParameterServerStrategy, "
                          "1 ps + N worker server processes on 127.0.0.1"},
-            "runs": runs, "wall_seconds": wall_seconds}
+            "runs": runs, "wall_seconds": sum(r.get("wall_seconds") or 0.0 for r in runs),
+            "invocation_seconds": invocation_seconds}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
