@@ -100,6 +100,10 @@ QUICKSTART_OVERSAMPLE: Dict[str, int] = {"ding": 3}
 # minutes (results/quickstart_pilots.json, third entry) dev loss 3.82 against 3.91, test BLEU
 # 8.10 against 7.34, dev BLEU level (7.93). The presets keep 4,096: the studies and the speed
 # benchmark against OpenNMT-tf measure that batch.
+# The step count a time-budgeted run is given: the budget ends it (``--set train.train_steps=N
+# --set train.time_budget_minutes=0`` trains N steps instead, e.g. to emulate a slower machine).
+UNCAPPED_STEPS = 1_000_000
+
 QUICKSTART_RECIPE: Dict[str, List[str]] = {
     "quickstart": ["data.batch_tokens=2048", "train.warmup_steps=600", "train.steps_per_cycle=500"],
 }
@@ -116,7 +120,7 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
                       preset_name: str = "quickstart") -> Config:
     """The quickstart's configuration: ``preset_name``, the data dir, a time budget instead of a
     step count, :func:`recipe_overrides`, then the user's ``overrides`` (which win)."""
-    return load_config(None, [f"data.data_dir={data_dir}", "train.train_steps=1000000",
+    return load_config(None, [f"data.data_dir={data_dir}", f"train.train_steps={UNCAPPED_STEPS}",
                               f"train.time_budget_minutes={minutes}"]
                        + recipe_overrides(preset_name) + list(overrides or []),
                        base=preset(preset_name))
@@ -199,7 +203,12 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
                   "parameters": result.num_parameters, "vocab_size": tokenizer.vocab_size},
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
                      "oversample": cfg.data.oversample,
-                     "time_budget_minutes": minutes, "batch_tokens": cfg.data.batch_tokens,
+                     # what ended training: the budget (0: none, --set wins over --minutes)
+                     # or a step limit set with --set (None: the budget alone)
+                     "time_budget_minutes": cfg.train.time_budget_minutes,
+                     "step_limit": (None if cfg.train.train_steps == UNCAPPED_STEPS
+                                    else cfg.train.train_steps),
+                     "batch_tokens": cfg.data.batch_tokens,
                      "final_train_loss": final.get("loss"), "dev_loss": result.val_loss,
                      "last_tokens_per_s": final.get("tokens_per_s"),
                      "last_s_per_step": final.get("s_per_step"),

@@ -21,11 +21,16 @@ def test_quickstart_exports_and_scores_the_average_of_its_last_checkpoints(tmp_p
     data = write_toy_data_dir(tmp_path / "data")
     monkeypatch.setattr(quickstart, "prepare_corpus", lambda *a, **kw: {})  # the toy corpus is it
     run, export, results = tmp_path / "run", tmp_path / "export", tmp_path / "qs.json"
-    payload = quickstart.run_quickstart(data, run, export, results, minutes=0.15, overrides=SHORT,
-                                        precision="float32", average_last=3)
+    # a step limit instead of the time budget (which a loaded machine would make train too few
+    # steps for 3 checkpoints); the record says which ended training
+    payload = quickstart.run_quickstart(
+        data, run, export, results, minutes=0.15, precision="float32", average_last=3,
+        overrides=SHORT + ["train.train_steps=20", "train.time_budget_minutes=0"])
     kept = list_checkpoints(run / "checkpoints")
-    assert len(kept) == 3 and payload["training"]["steps"] > 10
+    assert len(kept) == 3 and payload["training"]["steps"] == 20
     assert 0 < payload["training"]["cores_busy"] <= os.cpu_count() + 0.1
+    assert payload["training"]["time_budget_minutes"] == 0
+    assert payload["training"]["step_limit"] == 20
     record = json.loads(results.read_text())["checkpoint_average"]
     assert record["asked"] == 3 and record["averaged"] == kept
     assert isinstance(record["last_checkpoint_bleu"], float)

@@ -151,8 +151,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
          f"train.keep_checkpoints={args.child_steps // cycle + 1}"])]
     start = time.perf_counter()
     parent_run = work / "parent"
+    parent_reused = trained_steps(parent_run) == args.parent_steps  # --resume
     common.run_tf_nmt("train", "--run-dir", str(parent_run), "--data-dir", str(parent_data),
                       *shared, "--set", f"train.train_steps={args.parent_steps}")
+    parent_s = time.perf_counter() - start
     check_trained(parent_run, args.parent_steps)
 
     children = []
@@ -186,7 +188,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      "bleu_threshold": args.bleu_threshold,
                      "frequency_rank": "SentencePiece piece scores (unigram log-probabilities)"},
         "pairs": {"parent": parent_counts, "child": child_counts},
-        "children": children, "wall_seconds": time.perf_counter() - start,
+        "parent_train_seconds": None if parent_reused else parent_s,
+        "children": children,
+        # this invocation's time: after a --resume that reused runs it is not the study's cost
+        # (the runs' own train_seconds are, where this invocation trained them)
+        "invocation_seconds": time.perf_counter() - start,
     }
     write_json_atomic(args.output, payload)
     print("\n" + table(children, args.bleu_threshold, args.child_steps))
