@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import List, Optional
 
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
-from tf_nmt.config import COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_PRECISIONS
+from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES,
+                           QUICKSTART_PRECISIONS)
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.studies import STUDIES, run_study
@@ -372,8 +373,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="auto", choices=QUICKSTART_PRECISIONS,
                    help="auto (default): time float32 and mixed bfloat16 training steps on this "
                         "machine first (about a minute) and train with the faster")
-    p.add_argument("--minutes", type=float, default=45.0,
-                   help="training time budget (the whole job stays under ~60 min on 2 cores)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help=f"training time budget (default {QUICKSTART_MINUTES:g}: the whole job "
+                        "stays under ~60 min on 2 cores)")
     p.add_argument("--average-last", type=int, default=QUICKSTART_AVERAGE_LAST, metavar="K",
                    help="score and export the average of the last K checkpoints (default "
                         f"{QUICKSTART_AVERAGE_LAST}; 1: the last checkpoint alone)")

@@ -316,6 +316,9 @@ QUICKSTART_PRECISIONS = ("auto", "float32", "bfloat16")
 # 9.36 and test 9.54 against 8.62 and 8.80 for the last checkpoint alone (README "Averaging the
 # last checkpoints pays at 7,700 steps").
 QUICKSTART_AVERAGE_LAST = 5
+# `tf-nmt quickstart --minutes`: the training time budget; the whole job stays under about an
+# hour on 2 cores.
+QUICKSTART_MINUTES = 45.0
 
 
 def preset(name: str) -> Config:

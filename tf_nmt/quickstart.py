@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tf_nmt.config import QUICKSTART_AVERAGE_LAST, QUICKSTART_PRECISIONS, Config, load_config, preset
+from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES, QUICKSTART_PRECISIONS,
+                           Config, load_config, preset)
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
@@ -127,7 +128,7 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
 
 
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
-                   minutes: float = 45.0, overrides: Optional[List[str]] = None,
+                   minutes: Optional[float] = None, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
                    preset_name: str = "quickstart", precision: str = "auto",
                    average_last: int = QUICKSTART_AVERAGE_LAST) -> Dict[str, Any]:
@@ -143,7 +144,11 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     precision_set = any(o.startswith("train.mixed_precision=") for o in overrides or [])
     if precision != "auto" and precision_set:
         raise UsageError("give the precision once: --precision or --set train.mixed_precision")
-    cfg = quickstart_config(data_dir, minutes, overrides, preset_name)
+    if minutes is not None and any(o.startswith("train.time_budget_minutes=")
+                                   for o in overrides or []):
+        raise UsageError("give the time budget once: --minutes or --set train.time_budget_minutes")
+    cfg = quickstart_config(data_dir, QUICKSTART_MINUTES if minutes is None else minutes,
+                            overrides, preset_name)
     if not 1 <= average_last <= cfg.train.keep_checkpoints:
         raise UsageError(f"--average-last {average_last}: use 1 (the last checkpoint alone) to "
                          f"train.keep_checkpoints ({cfg.train.keep_checkpoints}), the checkpoints "
@@ -203,7 +208,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
                   "parameters": result.num_parameters, "vocab_size": tokenizer.vocab_size},
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
                      "oversample": cfg.data.oversample,
-                     # what ended training: the budget (0: none, --set wins over --minutes)
+                     # what ended training: the budget (0: none)
                      # or a step limit set with --set (None: the budget alone)
                      "time_budget_minutes": cfg.train.time_budget_minutes,
                      "step_limit": (None if cfg.train.train_steps == UNCAPPED_STEPS

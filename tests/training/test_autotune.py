@@ -49,4 +49,7 @@ def test_quickstart_refuses_the_precision_twice(tmp_path):
     with pytest.raises(UsageError, match="--precision 'fp16'"):
         run_quickstart(tmp_path / "d", tmp_path / "r", tmp_path / "e", tmp_path / "q.json",
                        precision="fp16")
+    with pytest.raises(UsageError, match="give the time budget once"):
+        run_quickstart(tmp_path / "d", tmp_path / "r", tmp_path / "e", tmp_path / "q.json",
+                       minutes=30, overrides=["train.time_budget_minutes=0"])
     assert not any(tmp_path.iterdir())

@@ -24,7 +24,7 @@ def test_quickstart_exports_and_scores_the_average_of_its_last_checkpoints(tmp_p
     # a step limit instead of the time budget (which a loaded machine would make train too few
     # steps for 3 checkpoints); the record says which ended training
     payload = quickstart.run_quickstart(
-        data, run, export, results, minutes=0.15, precision="float32", average_last=3,
+        data, run, export, results, precision="float32", average_last=3,
         overrides=SHORT + ["train.train_steps=20", "train.time_budget_minutes=0"])
     kept = list_checkpoints(run / "checkpoints")
     assert len(kept) == 3 and payload["training"]["steps"] == 20
