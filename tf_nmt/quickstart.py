@@ -149,6 +149,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
         raise UsageError("give the time budget once: --minutes or --set train.time_budget_minutes")
     cfg = quickstart_config(data_dir, QUICKSTART_MINUTES if minutes is None else minutes,
                             overrides, preset_name)
+    if cfg.train.time_budget_minutes <= 0 and cfg.train.train_steps == UNCAPPED_STEPS:
+        raise UsageError("no time budget and no step limit: give --minutes M > 0, or a step "
+                         "limit with --set train.train_steps=N")
     if not 1 <= average_last <= cfg.train.keep_checkpoints:
         raise UsageError(f"--average-last {average_last}: use 1 (the last checkpoint alone) to "
                          f"train.keep_checkpoints ({cfg.train.keep_checkpoints}), the checkpoints "

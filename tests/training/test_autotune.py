@@ -52,4 +52,7 @@ def test_quickstart_refuses_the_precision_twice(tmp_path):
     with pytest.raises(UsageError, match="give the time budget once"):
         run_quickstart(tmp_path / "d", tmp_path / "r", tmp_path / "e", tmp_path / "q.json",
                        minutes=30, overrides=["train.time_budget_minutes=0"])
+    with pytest.raises(UsageError, match="no time budget and no step limit"):
+        run_quickstart(tmp_path / "d", tmp_path / "r", tmp_path / "e", tmp_path / "q.json",
+                       minutes=0)
     assert not any(tmp_path.iterdir())
