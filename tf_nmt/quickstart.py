@@ -127,6 +127,12 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
                        base=preset(preset_name))
 
 
+def sets(overrides: Optional[List[str]], dotted: str) -> bool:
+    """Whether ``overrides`` (``section.key=value`` items, as :func:`load_config` reads them) set
+    ``dotted``: an option that has a flag of its own too must be given once."""
+    return any(o.startswith(dotted + "=") for o in overrides or [])
+
+
 def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
                    minutes: Optional[float] = None, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
@@ -138,14 +144,14 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
     LSTM, for the same budget). ``precision``: ``auto`` times float32 and mixed bfloat16 steps
     on this machine first and trains with the faster (:mod:`tf_nmt.training.autotune`), or
     ``float32``/``bfloat16``. ``average_last``: score and export the average of the last K
-    checkpoints (fewer where the run saved fewer; 1: the last checkpoint alone)."""
+    checkpoints (fewer where the run saved fewer; 1: the last checkpoint alone). ``minutes``: the
+    training time budget (None: ``QUICKSTART_MINUTES``; or ``--set`` it, not both)."""
     if precision not in QUICKSTART_PRECISIONS:
         raise UsageError(f"--precision {precision!r}: use one of {', '.join(QUICKSTART_PRECISIONS)}")
-    precision_set = any(o.startswith("train.mixed_precision=") for o in overrides or [])
+    precision_set = sets(overrides, "train.mixed_precision")
     if precision != "auto" and precision_set:
         raise UsageError("give the precision once: --precision or --set train.mixed_precision")
-    if minutes is not None and any(o.startswith("train.time_budget_minutes=")
-                                   for o in overrides or []):
+    if minutes is not None and sets(overrides, "train.time_budget_minutes"):
         raise UsageError("give the time budget once: --minutes or --set train.time_budget_minutes")
     cfg = quickstart_config(data_dir, QUICKSTART_MINUTES if minutes is None else minutes,
                             overrides, preset_name)
