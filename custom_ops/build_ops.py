@@ -17,6 +17,11 @@ load time after a failed CUDA build, so the fallback stays visible under ``pip -
 Other knobs: ``TF_NMT_CUDA_ARCHS`` (default ``75;80;90``: SASS for T4, A100 (and 8.x), H100, plus
 PTX for newer GPUs), ``TF_NMT_BUILD_JOBS`` (parallel compiles, default: CPU count), ``CUDA_HOME``.
 
+The library holds the ops of ``custom_ops/cc/{ops,kernels}`` only. Experiment-only ops live with
+their experiment and are compiled into a library of their own with :func:`build_cpu_library`
+(e.g. the Table 7.5 microbenchmark ops: ``experiments/lowprec/cc``, built by
+``experiments/lowprec/bench_ops.py`` on first use).
+
 Stand-alone (e.g. a compile check into another path, leaving the installed library alone)::
 
     python custom_ops/build_ops.py --out build/gpu_check/_tf_nmt_ops.so --cuda 1
@@ -120,16 +125,20 @@ def _tf_flags():
 
 
 def compile_and_link(target: str, tmp: str, flags: List[str], lflags: List[str],
-                     nvcc: Optional[str]) -> None:
-    """g++ for *.cc (plus nvcc for *.cu.cc and -DGOOGLE_CUDA=1 when ``nvcc`` is given), then link."""
+                     nvcc: Optional[str], sources: Optional[List[str]] = None) -> None:
+    """g++ for *.cc (plus nvcc for *.cu.cc and -DGOOGLE_CUDA=1 when ``nvcc`` is given), then link.
+    ``sources`` (paths relative to the checkout, or absolute) replaces the library's own
+    (CPU_SOURCES, plus CUDA_SOURCES with ``nvcc``)."""
     suffix = ".cuda.o" if nvcc else ".o"
     link_extra: List[str] = []
-    sources = list(CPU_SOURCES)
+    own = sources is None
+    sources = list(CPU_SOURCES if own else sources)
     if nvcc:
         home = cuda_home(nvcc)
         flags = flags + ["-DGOOGLE_CUDA=1", f"-I{home}/include"]
         link_extra = [f"-L{home}/lib64", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
-        sources += CUDA_SOURCES
+        if own:
+            sources += CUDA_SOURCES
     os.makedirs(tmp, exist_ok=True)
     jobs = []
     for src in sources:
@@ -146,6 +155,15 @@ def compile_and_link(target: str, tmp: str, flags: List[str], lflags: List[str],
     objects = [job[-1] for job in jobs]
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
     _run(["g++", "-shared", "-o", target, *objects, *lflags, *link_extra])
+
+
+def build_cpu_library(target: str, tmp: str, sources: List[str]) -> None:
+    """Compiles ``sources`` (``*.cc``; relative to the checkout, or absolute) into the CPU-only op
+    library ``target`` with this library's flags (its headers in custom_ops/cc/kernels are on the
+    include path), objects under ``tmp``. For op libraries kept out of tf-nmt's own, such as the
+    lowprec microbenchmark ops (experiments/lowprec/bench_ops.py)."""
+    _, flags, lflags = _tf_flags()
+    compile_and_link(os.path.abspath(target), os.path.abspath(tmp), flags, lflags, None, sources)
 
 
 def check_loads(target: str) -> None:

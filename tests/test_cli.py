@@ -72,7 +72,7 @@ def test_average_of_checkpoints_is_the_mean(run_dir, tmp_path):
 
     from tf_nmt.compat import tf
     from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-    from tf_nmt.training.run import RunDirError, load_trained_model
+    from tf_nmt.run_dir import RunDirError, load_trained_model
 
     prefixes = list_checkpoints(run_dir / "checkpoints")[-2:]
     per_ckpt = [load_trained_model(run_dir, p)[0].get_weights() for p in prefixes]

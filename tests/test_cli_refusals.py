@@ -6,7 +6,7 @@ import pytest
 from tf_nmt.cli import main
 from tf_nmt.config import Config
 from tf_nmt.quickstart import new_run_dir
-from tf_nmt.training.run import RunDirError
+from tf_nmt.run_dir import RunDirError
 
 
 def error_line(argv, capsys) -> str:

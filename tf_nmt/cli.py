@@ -19,7 +19,6 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
                            QUICKSTART_PRECISIONS)
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
-from tf_nmt.studies import STUDIES, run_study
 from tf_nmt.utils import allocator
 
 
@@ -122,8 +121,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         outputs = outputs[:len(lines)]
     else:
         from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-        from tf_nmt.quantization.activations import inference_engine, use_engine
-        from tf_nmt.training.run import load_trained_model
+        from tf_nmt.models.activation_quant import inference_engine, use_engine
+        from tf_nmt.run_dir import load_trained_model
 
         model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
         fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
@@ -170,7 +169,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise UsageError("export needs --run-dir (or --quantized PACKED_FILE)")
     from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.run_dir import load_trained_model
 
     model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
@@ -187,7 +186,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_average(args: argparse.Namespace) -> int:
     from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-    from tf_nmt.training.run import RunDir, RunDirError, load_trained_model
+    from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
 
     run = RunDir(Path(args.run_dir))
     prefixes = list_checkpoints(run.checkpoints)[-args.last:]
@@ -205,14 +204,10 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     from tf_nmt.quickstart import run_quickstart
 
     run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
-                   Path(args.results), minutes=args.minutes, overrides=args.set,
+                   args.results, minutes=args.minutes, overrides=args.set,
                    debs_dir=args.debs_dir, fresh=args.fresh, preset_name=args.preset,
                    precision=args.precision, average_last=args.average_last)
     return 0
-
-
-def cmd_study(args: argparse.Namespace) -> int:
-    return run_study(args.name, args.study_args)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -367,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debs-dir", type=Path)
     p.add_argument("--run-dir", type=Path, default=Path("runs/quickstart"))
     p.add_argument("--export-dir", type=Path, default=Path("runs/quickstart-export"))
-    p.add_argument("--results", type=Path, default=Path("results/quickstart.json"))
+    p.add_argument("--results", type=Path,
+                   help="where to write the run's record (default: RUN_DIR/quickstart.json)")
     p.add_argument("--preset", default="quickstart", choices=list(PRESETS),
                    help="the model and recipe: the Transformer (default) or the GNMT LSTM")
     p.add_argument("--precision", default="auto", choices=QUICKSTART_PRECISIONS,
@@ -385,12 +381,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "<run-dir>-<timestamp> (without it an existing run is refused)")
     p.set_defaults(func=cmd_quickstart)
 
-    p = sub.add_parser("study", help="run an experiment of tf_nmt.studies (results/*.json)",
-                       description="Run study NAME; `tf-nmt study NAME --help` lists its options.")
-    p.add_argument("name", choices=list(STUDIES))
-    p.add_argument("study_args", nargs=argparse.REMAINDER, metavar="...",
-                   help="the study's own arguments")
-    p.set_defaults(func=cmd_study)
     return parser
 
 

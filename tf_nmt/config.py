@@ -40,123 +40,222 @@ RETIRED_KEYS: Dict[tuple, tuple] = {
 
 @dataclass
 class DataConfig:
-    data_dir: str = "data_cache"
-    vocab_size: int = 8000
-    max_length: int = 100
-    batch_tokens: int = 4096
-    length_bucket_width: int = 1
-    shuffle_seed: int = 1234
+    data_dir: str = field(default="data_cache", metadata={
+        "help": "the prepared data directory: corpus/{train,dev,test}.{en,de} and "
+                "vocab/spm-<vocab_size>.model (`--data-dir` overrides it)"})
+    vocab_size: int = field(default=8000, metadata={
+        "help": "pieces in the shared en/de SentencePiece vocabulary; selects "
+                "DATA_DIR/vocab/spm-<vocab_size>.model, learned from the train split when missing"})
+    max_length: int = field(default=100, metadata={
+        "help": "longest training/dev pair kept, in subword tokens with bos/eos; longer pairs "
+                "are dropped"})
+    batch_tokens: int = field(default=4096, metadata={
+        "help": "token budget of a batch, per worker: batch size x padded length stays within it"})
+    length_bucket_width: int = field(default=1, metadata={
+        "help": "length buckets of this many lengths (1: every pair of a batch has the same "
+                "longer side, as OpenNMT-tf does); 0: geometric buckets"})
+    shuffle_seed: int = field(default=1234, metadata={
+        "help": "seed of the training data shuffle (each worker adds its rank)"})
     # Repeat the train pairs of a source K times ({source: K}, sources as in train.meta.tsv,
     # e.g. {ding: 3}): up-weights a domain (tf_nmt.data.weighting). Empty: every pair once.
-    oversample: Dict[str, int] = field(default_factory=dict)
+    oversample: Dict[str, int] = field(default_factory=dict, metadata={
+        "help": "repeat the train pairs of a source K times, {source: K} with sources as in "
+                "train.meta.tsv (e.g. {ding: 3}) to up-weight a domain; empty: every pair once"})
 
 
 @dataclass
 class ModelConfig:
-    kind: str = "transformer"
-    hparams: Dict[str, Any] = field(default_factory=dict)
+    kind: str = field(default="transformer", metadata={
+        "help": "the model: transformer or gnmt (the GNMT-style LSTM)"})
+    hparams: Dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "model hyper-parameters, given as model.NAME keys (e.g. model.d_model=512); "
+                "names the model does not have are refused; unset ones take the model's defaults"})
 
 
 @dataclass
 class TrainConfig:
-    train_steps: int = 2000
-    steps_per_cycle: int = 250
-    optimizer: str = "adam"
-    beta_1: float = 0.9
-    beta_2: float = 0.98
-    epsilon: float = 1e-9
-    clip_norm: float = 0.0
-    schedule: str = "warmup_inverse_sqrt"
-    schedule_implementation: str = "python"
-    peak_lr: float = 1e-3
-    warmup_steps: int = 400
-    decay_start: int = 0
-    decay_every: int = 1000
-    decay_factor: float = 0.5
+    train_steps: int = field(default=2000, metadata={
+        "help": "optimizer steps to train to, in total (a resume continues up to it)"})
+    steps_per_cycle: int = field(default=250, metadata={
+        "help": "steps between dev-loss evaluations and checkpoints"})
+    optimizer: str = field(default="adam", metadata={"help": "adam or sgd"})
+    beta_1: float = field(default=0.9, metadata={"help": "Adam's beta_1"})
+    beta_2: float = field(default=0.98, metadata={"help": "Adam's beta_2"})
+    epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon"})
+    clip_norm: float = field(default=0.0, metadata={
+        "help": "gradient clipping, 0 = off: Keras clipnorm (each gradient tensor's norm) in "
+                "`tf-nmt train`; in `tf-nmt train-async` each worker gradient's global norm "
+                "(Downpour)"})
+    schedule: str = field(default="warmup_inverse_sqrt", metadata={
+        "help": "learning-rate schedule: warmup_inverse_sqrt, inverse_sqrt, linear_warmup, "
+                "step_decay or constant"})
+    schedule_implementation: str = field(default="python", metadata={
+        "help": "python, or op: the C++ kernel (warmup_inverse_sqrt, inverse_sqrt and "
+                "linear_warmup only)"})
+    peak_lr: float = field(default=1e-3, metadata={
+        "help": "peak learning rate; multiplied by the number of workers when "
+                "scale_lr_with_workers"})
+    warmup_steps: int = field(default=400, metadata={
+        "help": "steps of linear warm-up to peak_lr; divided by the number of workers (rounded "
+                "up) when scale_lr_with_workers"})
+    decay_start: int = field(default=0, metadata={
+        "help": "step_decay: the step after which the rate starts to decay"})
+    decay_every: int = field(default=1000, metadata={
+        "help": "step_decay: multiply the rate by decay_factor once every this many steps"})
+    decay_factor: float = field(default=0.5, metadata={"help": "step_decay: the factor"})
     # Linear fall of the rate to 0 over the last fraction of the run (steps or time budget,
     # whichever is further along); 0 = off. See tf_nmt.training.schedules.Cooldown.
-    cooldown_fraction: float = 0.0
-    label_smoothing: float = 0.1
+    cooldown_fraction: float = field(default=0.0, metadata={
+        "help": "linear fall of the rate to 0 over this last fraction of the run (in steps or "
+                "time budget, whichever is further along); 0 = off"})
+    label_smoothing: float = field(default=0.1, metadata={
+        "help": "label smoothing of the cross-entropy loss"})
     # The loss's kernel (tf_nmt.models.losses.resolve_loss_kernel): "fused" is the C++ op, one
     # pass over the [B*T, V] logits each way; "tf" composes TensorFlow's sparse cross-entropy;
-    # "auto" takes fused on a CPU-only machine with AVX-512F and the custom-op library, else tf.
-    loss_kernel: str = "auto"
+    # "auto" takes fused on a CPU-only machine with AVX2+FMA or AVX-512 and the custom-op
+    # library, else tf (tf_nmt.models.kernels.resolve_kernel).
+    loss_kernel: str = field(default="auto", metadata={
+        "help": "the loss's kernel: fused (C++ op, one pass over the logits each way), tf "
+                "(TensorFlow's cross-entropy) or auto (fused on a CPU-only machine with AVX2+FMA "
+                "or AVX-512 and the op library, not under jit_compile; else tf)"})
     # The dropout layers' kernel (tf_nmt.models.dropout.resolve_dropout_kernel): "fused" is the
     # C++ seeded dropout op (mask regenerated from a seed, one pass each way); "tf" is Keras's
     # dropout; "auto" takes fused where loss_kernel's auto would. Used by `tf-nmt train`.
-    dropout_kernel: str = "auto"
+    dropout_kernel: str = field(default="auto", metadata={
+        "help": "the dropout layers' kernel: fused (C++ seeded dropout, mask regenerated from a "
+                "seed), tf (Keras's) or auto (fused where loss_kernel's auto would be)"})
     # The layer norms' kernel (tf_nmt.models.layer_norm.resolve_norm_kernel): "fused" is the C++
     # op, one pass over each row forward and one backward; "tf" is Keras's LayerNormalization
     # (unfused at epsilon 1e-6); "auto" takes fused where loss_kernel's auto would.
-    norm_kernel: str = "auto"
-    keep_checkpoints: int = 5
-    log_every: int = 50
-    seed: int = 1234
-    divergence_factor: float = 4.0
-    time_budget_minutes: float = 0.0
-    scale_lr_with_workers: bool = True
-    backward_passes_per_step: int = 1
+    norm_kernel: str = field(default="auto", metadata={
+        "help": "the layer norms' kernel: fused (C++ op, one pass over each row each way), tf "
+                "(Keras's LayerNormalization) or auto (fused where loss_kernel's auto would be)"})
+    keep_checkpoints: int = field(default=5, metadata={
+        "help": "checkpoints kept in RUN_DIR/checkpoints (older ones are deleted)"})
+    log_every: int = field(default=50, metadata={
+        "help": "steps between progress lines (and progress.jsonl and TensorBoard entries)"})
+    seed: int = field(default=1234, metadata={
+        "help": "random seed of the initialisation (Python, NumPy and TensorFlow)"})
+    divergence_factor: float = field(default=4.0, metadata={
+        "help": "stop when the loss exceeds this many times the best cycle's loss (a NaN/Inf "
+                "loss always stops); 0 = only NaN/Inf"})
+    time_budget_minutes: float = field(default=0.0, metadata={
+        "help": "stop training after this many minutes (0 = no budget); the clock restarts on "
+                "resume"})
+    scale_lr_with_workers: bool = field(default=True, metadata={
+        "help": "scale peak_lr (x N) and warmup_steps (/ N) with the number of workers N"})
+    backward_passes_per_step: int = field(default=1, metadata={
+        "help": "accumulate this many local batches per update (Horovod's optimizer; dense and "
+                "sparse_as_dense only)"})
     # `tf-nmt train --elastic` (tf_nmt.training.elastic): commit the in-memory state every K steps;
     # a lost worker costs at most the steps since the last commit.
-    elastic_commit_every: int = 50
+    elastic_commit_every: int = field(default=50, metadata={
+        "help": "`tf-nmt train --elastic` only: commit the in-memory state every this many steps "
+                "(a lost worker costs at most the steps since the last commit)"})
     # Re-training under quantisation (tf_nmt.quantization.retrain): 0 = off, else B in 1..8 bits;
     # after every update the matrices (and with quantize_biases the vectors) are re-quantised.
-    quantize_bits: int = 0
-    quantize_kind: str = "log"  # log | fixed
-    quantize_scale: str = "optimised"  # unscaled | max | optimised
-    quantize_biases: bool = False
-    quantize_error_feedback: bool = True
-    # Log-quantised matmul inputs (tf_nmt.quantization.activations; thesis Table 7.4): 0 = off,
+    quantize_bits: int = field(default=0, metadata={
+        "help": "re-train under B-bit weight quantisation, B in 1..8 (0 = off): the weights are "
+                "re-quantised after every update"})
+    quantize_kind: str = field(default="log", metadata={
+        "help": "re-training quantiser: log or fixed"})
+    quantize_scale: str = field(default="optimised", metadata={
+        "help": "re-training scale per tensor: unscaled (S = 1), max (S = max|w|) or optimised "
+                "(an iterated least-squares fit)"})
+    quantize_biases: bool = field(default=False, metadata={
+        "help": "re-training: also quantise biases and layer-norm vectors (default: they stay "
+                "float32)"})
+    quantize_error_feedback: bool = field(default=True, metadata={
+        "help": "re-training: keep the quantisation error as a residual added back before the "
+                "next quantisation"})
+    # Log-quantised matmul inputs (tf_nmt.models.activation_quant; thesis Table 7.4): 0 = off,
     # else B in 1..8 bits (4 in the thesis). Every activation entering a matmul with a weight
     # matrix becomes +-S * 2^-k, k < 2^(B-1), straight-through gradient; evaluate, translate and
     # export apply the same. S is FIXED (no per-product fit): a constant, e.g. 1.0 for inputs
     # that are layer-normalised or LSTM states, or calibrated once on a trained model with
-    # activations.calibrate_scale (the optimised log scale of its recorded matmul inputs) and
+    # activation_quant.calibrate_scale (the optimised log scale of its recorded matmul inputs) and
     # then frozen here. Use with quantize_bits=4 (re-trained 4-bit weights).
-    quantize_activations_bits: int = 0
-    quantize_activations_scale: float = 1.0
+    quantize_activations_bits: int = field(default=0, metadata={
+        "help": "log-quantise every matmul input with a weight matrix to B bits, B in 1..8 (0 = "
+                "off): +-S * 2^-k with a straight-through gradient; evaluate, translate and export "
+                "apply it too"})
+    quantize_activations_scale: float = field(default=1.0, metadata={
+        "help": "the fixed scale S of quantize_activations_bits: a constant, or calibrated once "
+                "with tf_nmt.models.activation_quant.calibrate_scale and frozen here"})
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32.
-    mixed_precision: bool = False
+    mixed_precision: bool = field(default=False, metadata={
+        "help": "mixed precision with float32 variables: bfloat16 on CPUs and GPUs of compute "
+                "capability >= 8.0, float16 with loss scaling on older GPUs; checkpoints stay "
+                "float32"})
     # Compile the train step with XLA (Keras jit_compile). One process, stock ops only: Horovod's
     # collectives and this package's custom ops have no XLA kernels. Every new batch shape
     # compiles once (the token buckets bound how many there are).
-    jit_compile: bool = False
+    jit_compile: bool = field(default=False, metadata={
+        "help": "compile the train step with XLA; one process and stock ops only (Horovod and the "
+                "custom ops have no XLA kernels)"})
     # Training steps per call of the compiled train function (Keras steps_per_execution): the
     # steps of a call run in one graph loop, with no Python and no host sync between them, and
     # the per-step callbacks run once per call. One process and comm dense or sparse_as_dense
     # only (the other modes act between steps); it must divide steps_per_cycle, log_every and
     # train_steps (tf_nmt.training.trainer.check_steps_per_execution).
-    steps_per_execution: int = 1
+    steps_per_execution: int = field(default=1, metadata={
+        "help": "training steps per call of the compiled train function; one process, comm dense "
+                "or sparse_as_dense, and it must divide steps_per_cycle, log_every and train_steps"})
     # Gradient communication, one of COMM_MODES (tf_nmt.distributed.comm); graddrop, fedavg and
     # bmuf use the keys below.
-    comm: str = "sparse_as_dense"
-    drop_ratio: float = 0.99
-    drop_threshold: str = "global"  # global | per_tensor
-    drop_warmup_steps: int = 1000  # drop ratio ramps up to drop_ratio over these steps
+    comm: str = field(default="sparse_as_dense", metadata={
+        "help": "gradient communication: sparse_as_dense, dense, graddrop, fedavg or bmuf "
+                "(`tf-nmt train --comm`)"})
+    drop_ratio: float = field(default=0.99, metadata={
+        "help": "graddrop: fraction R of gradient entries dropped each step, in [0, 1)"})
+    drop_threshold: str = field(default="global", metadata={
+        "help": "graddrop: one threshold across all tensors (global) or one per tensor "
+                "(per_tensor)"})
+    drop_warmup_steps: int = field(default=1000, metadata={
+        "help": "graddrop: the drop ratio ramps up to drop_ratio over these steps"})
     # linear: R rises linearly (most of the gradient is still sent for much of the warm-up);
     # geometric: the kept fraction 1 - R falls geometrically from 1 (Deep Gradient Compression's
     # exponential warm-up), which sends far less during the warm-up.
-    drop_warmup_shape: str = "linear"
-    error_feedback: bool = True
-    local_gradients: bool = False  # apply G - S + L, average parameters every average_every
-    one_bit: bool = False  # 1-bit quantise the kept values (sent as sign bits + column means)
-    average_every: int = 500  # P: parameter averaging period (graddrop local, fedavg, bmuf)
-    bmuf_block_momentum: float = 0.5
-    bmuf_block_lr: float = 1.0
-    bmuf_nesterov: bool = True
+    drop_warmup_shape: str = field(default="linear", metadata={
+        "help": "graddrop: linear (R rises linearly) or geometric (the kept fraction 1 - R falls "
+                "geometrically from 1, sending far less during the warm-up)"})
+    error_feedback: bool = field(default=True, metadata={
+        "help": "graddrop: keep the dropped part as a residual added to the next gradient"})
+    local_gradients: bool = field(default=False, metadata={
+        "help": "graddrop: each rank applies its own full gradient in place of the sparse part "
+                "it sent, C = G + (L - S) / N, and parameters are averaged every average_every "
+                "steps"})
+    one_bit: bool = field(default=False, metadata={
+        "help": "graddrop: 1-bit quantise the kept values (sent as sign bits + column means)"})
+    average_every: int = field(default=500, metadata={
+        "help": "parameter averaging period P in steps (fedavg, bmuf, graddrop with "
+                "local_gradients)"})
+    bmuf_block_momentum: float = field(default=0.5, metadata={
+        "help": "bmuf: block momentum, in [0, 1)"})
+    bmuf_block_lr: float = field(default=1.0, metadata={"help": "bmuf: block learning rate, > 0"})
+    bmuf_nesterov: bool = field(default=True, metadata={
+        "help": "bmuf: Nesterov-style block update"})
     # Transfer learning (tf_nmt.training.transfer): a parent run dir or checkpoint prefix whose
     # weights initialise a fresh run; how embedding rows are mapped; keep the LR warm-up or not.
-    init_from: str = ""
-    init_embeddings: str = "token-match"
-    init_warmup: bool = True
+    init_from: str = field(default="", metadata={
+        "help": "a parent run directory or checkpoint prefix whose weights initialise a fresh run "
+                "(`--init-from`; ignored on resume)"})
+    init_embeddings: str = field(default="token-match", metadata={
+        "help": "how parent embedding rows initialise the child's: token-match, exclude, random "
+                "or frequency (`--embeddings`)"})
+    init_warmup: bool = field(default=True, metadata={
+        "help": "with init_from: keep the learning-rate warm-up (false: `--no-warmup`)"})
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    batch_size: int = 64
+    beam_size: int = field(default=4, metadata={
+        "help": "beam width of evaluate, translate and export (1: greedy search)"})
+    length_penalty: float = field(default=0.6, metadata={
+        "help": "GNMT length penalty alpha of beam search"})
+    batch_size: int = field(default=64, metadata={
+        "help": "sentences per batch in `tf-nmt evaluate`"})
 
 
 @dataclass

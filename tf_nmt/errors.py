@@ -2,7 +2,7 @@
 
 Anything else (a ValueError from deep inside TensorFlow, a bug) keeps its traceback, so internal
 errors are never disguised as bad input. Each error type lives next to what it checks
-(``ConfigError`` in :mod:`tf_nmt.config`, ``RunDirError`` in :mod:`tf_nmt.training.run`...) and
+(``ConfigError`` in :mod:`tf_nmt.config`, ``RunDirError`` in :mod:`tf_nmt.run_dir`...) and
 derives from :class:`UserError`.
 """
 from __future__ import annotations

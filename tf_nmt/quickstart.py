@@ -1,5 +1,5 @@
 """The main job in one call: prepare-data → train a small Transformer → test BLEU → export,
-then check the export in a fresh process and write ``results/quickstart.json``.
+then check the export in a fresh process and write its record, ``RUN_DIR/quickstart.json``.
 
 It always trains a new run: an existing, non-empty run directory is refused (before any data is
 touched) unless ``fresh``, which trains in a new timestamped directory beside it instead.
@@ -21,8 +21,8 @@ from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
+from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
 from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-from tf_nmt.training.run import RunDir, RunDirError, load_trained_model
 from tf_nmt.training.autotune import fastest_precision
 from tf_nmt.training.trainer import train
 from tf_nmt.utils import machine
@@ -91,6 +91,8 @@ def new_run_dir(run_dir: Path, fresh: bool = False) -> Path:
 # The step count a time-budgeted run is given: the budget ends it (``--set train.train_steps=N
 # --set train.time_budget_minutes=0`` trains N steps instead, e.g. to emulate a slower machine).
 UNCAPPED_STEPS = 1_000_000
+#: The quickstart's record, in the run directory it trained (``--results`` puts it elsewhere).
+RECORD_NAME = "quickstart.json"
 
 # The quickstart's data recipe, for every preset: dev and test are Ding dictionary sentences, 19%
 # of the train pairs; repeating those 3x (41% of the pairs) lowered the dev loss by 0.24 nats and
@@ -102,7 +104,7 @@ QUICKSTART_OVERSAMPLE: Dict[str, int] = {"ding": 3}
 # Per preset, what else the quickstart changes for its time budget. The Transformer trains on
 # 2,048-token batches, twice the updates of the preset's 4,096 in the same time (the warm-up and
 # the evaluation cycle doubled, so both stay the same in tokens): in a same-seed pilot of 24.5
-# minutes (results/quickstart_pilots.json, third entry) dev loss 3.82 against 3.91, test BLEU
+# minutes (experiments/quickstart/results/quickstart_pilots.json, third entry) dev loss 3.82 against 3.91, test BLEU
 # 8.10 against 7.34, dev BLEU level (7.93). The presets keep 4,096: the studies and the speed
 # benchmark against OpenNMT-tf measure that batch.
 QUICKSTART_RECIPE: Dict[str, List[str]] = {
@@ -133,13 +135,15 @@ def sets(overrides: Optional[List[str]], dotted: str) -> bool:
     return any(o.startswith(dotted + "=") for o in overrides or [])
 
 
-def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path: Path,
+def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
+                   results_path: Optional[Path] = None,
                    minutes: Optional[float] = None, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
                    preset_name: str = "quickstart", precision: str = "auto",
                    average_last: int = QUICKSTART_AVERAGE_LAST) -> Dict[str, Any]:
     """Prepare data, train a new run (see :func:`new_run_dir`), average its last checkpoints,
-    evaluate, export, check the export in a fresh process and write ``results_path``.
+    evaluate, export, check the export in a fresh process and write the record to
+    ``results_path`` (None: ``quickstart.json`` in the new run directory).
     ``preset_name``: the model and recipe (``quickstart``, the Transformer; ``gnmt-small``, the
     LSTM, for the same budget). ``precision``: ``auto`` times float32 and mixed bfloat16 steps
     on this machine first and trains with the faster (:mod:`tf_nmt.training.autotune`), or
@@ -163,6 +167,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
                          f"train.keep_checkpoints ({cfg.train.keep_checkpoints}), the checkpoints "
                          f"a run keeps")
     run_dir = new_run_dir(run_dir, fresh)
+    results_path = Path(results_path) if results_path else Path(run_dir) / RECORD_NAME
     t0 = time.perf_counter()
     stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
     ensure_vocab(Path(data_dir), cfg.data.vocab_size)
@@ -174,7 +179,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path, results_path
             mixed, probe = choice.mixed_precision, choice.as_dict()
         else:
             mixed = precision == "bfloat16"
-        cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
+        cfg.train.mixed_precision = mixed
 
     cpu0 = time.process_time()  # every thread of this process: training's cores busy
     result = train(cfg, Path(run_dir))

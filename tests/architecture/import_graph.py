@@ -1,7 +1,8 @@
 """The import graph of the ``tf_nmt`` package, read from the source with ``ast`` (nothing imported).
 
 Every ``import``/``from ... import`` counts, at module level or inside a function, so a cycle
-cannot be hidden behind a function-level import. An edge goes to the module a statement names
+cannot be hidden behind a function-level import (and so does ``importlib.import_module`` of a
+literal name). An edge goes to the module a statement names
 (``from a.b import f`` -> ``a.b``; ``from a import b`` -> ``a.b`` when ``b`` is a module). The
 implicit run of ``a/__init__`` before ``a.b`` is not an edge: a package's ``__init__`` importing
 its own submodules, which import each other, is the normal layout and never a cycle.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, Iterable, List, Set
 
 PACKAGE = "tf_nmt"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
@@ -35,15 +36,15 @@ def _resolve(name: str, modules: Set[str]) -> str:
     return ".".join(parts)
 
 
-def imports_of(module: str, path: Path, modules: Set[str]) -> Set[str]:
-    """Modules of the package that importing ``module`` may execute directly."""
+def imported_names(module: str, path: Path) -> Set[str]:
+    """Every dotted name ``module`` imports, anywhere in it (relative imports made absolute;
+    ``from a import b`` -> ``a.b``, which may name a function rather than a module)."""
     tree = ast.parse(path.read_text(), str(path))
     is_package = path.name == "__init__.py"
-    targets: Set[str] = set()
+    found: Set[str] = set()
     for node in ast.walk(tree):
-        names: List[str] = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -51,14 +52,47 @@ def imports_of(module: str, path: Path, modules: Set[str]) -> Set[str]:
                 anchor = anchor if is_package else anchor[:-1]
                 anchor = anchor[:len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            names = [f"{base}.{alias.name}" for alias in node.names]
-        for name in names:
-            if name.split(".")[0] != PACKAGE:
-                continue
-            resolved = _resolve(name, modules)
-            if resolved and resolved != module:
-                targets.add(resolved)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Call) and _called_name(node.func) in DYNAMIC_IMPORTS
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+            found.add(node.args[0].value)  # importlib.import_module("a.b"): an import too
+    return found
+
+
+DYNAMIC_IMPORTS = {"import_module", "importlib.import_module", "__import__"}
+
+
+def _called_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return ""
+
+
+def imports_of(module: str, path: Path, modules: Set[str]) -> Set[str]:
+    """Modules of the package that importing ``module`` may execute directly."""
+    targets: Set[str] = set()
+    for name in imported_names(module, path):
+        if name.split(".")[0] != PACKAGE:
+            continue
+        resolved = _resolve(name, modules)
+        if resolved and resolved != module:
+            targets.add(resolved)
     return targets
+
+
+def outside_imports(tops: Iterable[str], root: Path = ROOT) -> Dict[str, Set[str]]:
+    """Module -> the names it imports from the top-level packages ``tops`` (e.g. ``tests``),
+    for the modules that import any."""
+    tops = set(tops)
+    found = {}
+    for module, path in module_files(root).items():
+        names = {n for n in imported_names(module, path) if n.split(".")[0] in tops}
+        if names:
+            found[module] = names
+    return found
 
 
 def import_graph(root: Path = ROOT) -> Dict[str, Set[str]]:

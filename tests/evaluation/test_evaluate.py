@@ -7,7 +7,7 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt.evaluation.bleu import corpus_bleu
 from tf_nmt.evaluation.evaluate import evaluate_run
-from tf_nmt.training.run import RunDirError
+from tf_nmt.run_dir import RunDirError
 from tf_nmt.training.trainer import train
 
 

@@ -10,7 +10,7 @@ from tf_nmt.compat import tf
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
 from tf_nmt.export.saved_model import export_saved_model
 from tf_nmt.quickstart import serve_in_fresh_process
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train
 
 TEXTS = ["The file is new.", "The dog is old.", "", "The window is empty."]

@@ -54,7 +54,7 @@ def test_export_saves_every_layer_fully(tmp_path):
     from tests.helpers import toy_pairs
     from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
     from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.training.run import build_initialised_model
+    from tf_nmt.run_dir import build_initialised_model
 
     tokenizer = SubwordTokenizer(train_sentencepiece([t for p in toy_pairs() for t in p] * 10, 300))
     models = {"transformer": dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tf_nmt.compat import tf
-from tf_nmt.training.run import build_initialised_model
+from tf_nmt.run_dir import build_initialised_model
 
 KINDS = {
     "transformer": {"num_layers": 2, "d_model": 64, "num_heads": 4, "ff_dim": 128, "dropout": 0.0},
@@ -66,7 +66,7 @@ def test_mixed_incremental_decoding_matches_the_teacher_forced_pass(kind):
 def test_gnmt_trains_in_mixed_bfloat16_and_loads_in_float32(tmp_path):
     from tests.helpers import write_toy_data_dir
     from tf_nmt.config import load_config
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.run_dir import load_trained_model
     from tf_nmt.training.trainer import train
 
     data = write_toy_data_dir(tmp_path / "data")

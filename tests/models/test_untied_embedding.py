@@ -1,5 +1,5 @@
 """Transformer ``tie_embeddings``: what kind of gradient the embedding gets (it decides whether
-Horovod allgathers or allreduces it, see scripts/accumulation_study.py)."""
+Horovod allgathers or allreduces it, see python -m experiments accumulation)."""
 import numpy as np
 
 from tests.models.helpers import VOCAB, batch, labels

@@ -203,3 +203,41 @@ def test_installed_cuda_library_registers_every_gpu_kernel():
     devices = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {op for op, devs in devices.items() if "GPU" in devs} == GPU_OPS
     assert all("CPU" in devs for devs in devices.values()), devices
+
+
+# Ops that belong to an experiment, not to the library (see custom_ops/build_ops.py): the Table 7.5
+# microbenchmark ops are built from experiments/lowprec/cc into a library of their own.
+EXPERIMENT_OP_PREFIXES = ("LowprecBench",)
+
+OPS_CODE = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import kernels, op_def_registry
+module = tf.load_op_library(sys.argv[1])
+ops = sorted(name for name in dir(module) if op_def_registry.get(name) is not None)
+print(json.dumps({"ops": ops,
+                  "kernels": sorted({k.op for k in kernels.get_all_registered_kernels().kernel})}))
+"""
+
+
+def test_library_sources_hold_no_experiment_ops():
+    assert all(s.startswith(os.path.join("custom_ops", "cc") + os.sep) for s in build_ops.OPS_SOURCES)
+    for path in build_ops.OPS_SOURCES + build_ops.HEADERS:
+        with open(os.path.join(ROOT, path)) as handle:
+            text = handle.read()
+        assert not [p for p in EXPERIMENT_OP_PREFIXES if f'"{p}' in text], path
+
+
+def test_loaded_library_registers_no_experiment_ops():
+    """The library the loader finds registers its ops but none of an experiment's. Listed in a
+    fresh process: here an experiment's library may have registered those names first, and
+    TensorFlow silently drops a second registration."""
+    from tf_nmt.ops import loader
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", OPS_CODE, loader.library_path()],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"LowprecMatMul", "LowprecEncode", "GradDrop"} <= set(found["ops"])  # the listing works
+    assert not [op for op in found["ops"] + found["kernels"] if op.startswith(EXPERIMENT_OP_PREFIXES)]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.parallel import launch
 from tests.parallel.test_kill import HANG_GUARD_S, toy_data
-from tf_nmt.studies import chaos
+from experiments.chaos import study as chaos
 from tf_nmt.training.callbacks import read_progress_log
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow]

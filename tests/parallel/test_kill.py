@@ -17,7 +17,8 @@ import pytest
 from tests.helpers import write_toy_data_dir
 from tests.parallel import launch
 from tf_nmt.distributed import launcher
-from tf_nmt.studies import chaos, common
+from experiments.chaos import study as chaos
+from experiments.lib import common
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow]
 
@@ -53,7 +54,7 @@ def rank_pid(root_pid: int, rank: int) -> int:
 
 def load_checkpoint_step(run: Path) -> int:
     """Load the run's latest checkpoint in a fresh process; its optimizer step."""
-    code = ("import sys; from pathlib import Path; from tf_nmt.training.run import load_trained_model;"
+    code = ("import sys; from pathlib import Path; from tf_nmt.run_dir import load_trained_model;"
             "m, _, _ = load_trained_model(Path(sys.argv[1])); print(len(m.get_weights()))")
     subprocess.run([sys.executable, "-c", code, str(run)], check=True, capture_output=True,
                    env=launcher.worker_env(), timeout=300)

@@ -13,9 +13,9 @@ from tf_nmt.compat import tf
 from tf_nmt.config import load_config
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
 from tf_nmt.export.saved_model import export_saved_model
-from tf_nmt.quantization.activations import ActivationQuantization
+from tf_nmt.models.activation_quant import ActivationQuantization
 from tf_nmt.quickstart import serve_in_fresh_process
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train
 
 QUANT = ["train.quantize_activations_bits=4", "train.quantize_activations_scale=2.0",

@@ -1,4 +1,4 @@
-"""Log-quantised matmul inputs (tf_nmt.quantization.activations): the stock-op quantiser is the C++
+"""Log-quantised matmul inputs (tf_nmt.models.activation_quant): the stock-op quantiser is the C++
 op bit for bit, the gradient is straight-through, the quantised layers are their float
 counterparts on quantised inputs, the engines agree, and bad settings are ConfigErrors."""
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 from tf_nmt import ops
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError, load_config
-from tf_nmt.quantization import activations as A
-from tf_nmt.training.run import build_initialised_model
+from tf_nmt.models import activation_quant as A
+from tf_nmt.run_dir import build_initialised_model
 
 pytestmark = pytest.mark.skipif(not ops.ops_available(), reason="custom op library not built")
 

@@ -9,7 +9,7 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt import cli
 from tf_nmt.quantization.packed_file import read_packed
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train
 
 QUANT = ["train.quantize_bits=4", "train.steps_per_cycle=10"]
@@ -39,7 +39,7 @@ def test_quantized_training_learns_stays_on_grid_and_resumes_exactly(tmp_path):
                      "--output", str(packed_path)]) == 0
     packed = read_packed(packed_path)
     assert packed.policy.bits == 4 and packed.config["train"]["quantize_bits"] == 4
-    from tf_nmt.training.run import RunDir, load_trained_checkpoint
+    from tf_nmt.run_dir import RunDir, load_trained_checkpoint
     latest = RunDir(tmp_path / "straight").latest_checkpoint()
     assert packed.info == {"source_checkpoint": latest}  # the one it restored, resolved once
     assert load_trained_checkpoint(tmp_path / "straight")[3] == latest

@@ -1,9 +1,9 @@
 """Efficiency arithmetic: speed-up against the 1-worker run, efficiency = speed-up / N."""
 import pytest
 
-from tf_nmt.scaling.efficiency import (efficiency, efficiency_rows, markdown_table, speedup,
+from experiments.scaling.cluster.efficiency import (efficiency, efficiency_rows, markdown_table, speedup,
                                        strong_split)
-from tf_nmt.scaling.linkbench import bus_bandwidth_bits
+from experiments.scaling.cluster.linkbench import bus_bandwidth_bits
 
 
 def _run(n, tps, kind="weak", comm="dense", link="1gbit", step=1.0, compute=0.6):

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from tf_nmt.distributed.launcher import LaunchError
-from tf_nmt.scaling.emulated_ranks import launch_emulated
-from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
+from experiments.scaling.cluster.emulated_ranks import launch_emulated
+from experiments.scaling.cluster.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
 from tests.parallel.launch import horovod_importable
 
 PROBLEM = support_problem()
@@ -50,7 +50,7 @@ def test_allreduce_crosses_the_shaped_link(tmp_path):
     out = tmp_path / "r.json"
     with EmulatedCluster(2, LinkSpec("100mbit"), tag="tbench") as cluster:
         before = cluster.link_bytes()
-        launch_emulated(cluster, [sys.executable, "-m", "tf_nmt.scaling.linkbench", "--megabytes",
+        launch_emulated(cluster, [sys.executable, "-m", "experiments.scaling.cluster.linkbench", "--megabytes",
                                   "4", "--repeats", "2", "--out", str(out)], tmp_path / "logs",
                         timeout=240)
         after = cluster.link_bytes()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tf_nmt.scaling import netns
-from tf_nmt.scaling.netns import (EmulatedCluster, LinkSpec, NetnsError, hosts_file_for,
+from experiments.scaling.cluster import netns
+from experiments.scaling.cluster.netns import (EmulatedCluster, LinkSpec, NetnsError, hosts_file_for,
                                   list_namespaces, parse_delay, parse_rate, qdisc_available,
                                   remove_namespaces, support_problem)
 

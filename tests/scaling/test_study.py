@@ -4,11 +4,11 @@ import json
 import pytest
 
 from tf_nmt.distributed.launcher import worker_env
-from tf_nmt.scaling.emulated_ranks import launch_emulated
-from tf_nmt.scaling.modes import available_modes, mode_overrides
-from tf_nmt.scaling.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
-from tf_nmt.scaling.plots import plot_study
-from tf_nmt.scaling.study import StudySpec, launch_command, run_study, worker_command, write_json_new
+from experiments.scaling.cluster.emulated_ranks import launch_emulated
+from experiments.scaling.cluster.modes import available_modes, mode_overrides
+from experiments.scaling.cluster.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
+from experiments.scaling.cluster.plots import plot_study
+from experiments.scaling.cluster.study import StudySpec, launch_command, run_study, worker_command, write_json_new
 from tests.parallel.launch import horovod_importable
 
 TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64",
@@ -38,7 +38,7 @@ def test_modes_are_config_overrides():
 def test_worker_and_launch_commands(tmp_path):
     spec = StudySpec(launcher="cluster", hostfile="hosts.txt", overrides=["model.d_model=32"])
     cmd = worker_command(spec, "dense", 16, tmp_path / "o.json")
-    assert cmd[1:3] == ["-m", "tf_nmt.scaling.worker"]
+    assert cmd[1:3] == ["-m", "experiments.scaling.cluster.worker"]
     assert cmd[cmd.index("--batch-sentences") + 1] == "16"
     sets = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--set"]
     assert sets[0] == "model.d_model=32" and set(mode_overrides("dense")) <= set(sets)
@@ -72,7 +72,7 @@ def test_plots_are_written(tmp_path):
 def test_run_study_sweeps_every_combination(monkeypatch, tmp_path):
     """Orchestration with the measurement replaced: strong runs split the global batch, every
     (link, comm, kind, N) is measured once, rows come out relative to N=1."""
-    from tf_nmt.scaling import study
+    from experiments.scaling.cluster import study
 
     seen = []
 
@@ -135,7 +135,7 @@ def test_worker_on_two_emulated_hosts(tmp_path, comm):
 
 
 def test_sent_bytes_reads_the_interface_transmit_counter():
-    from tf_nmt.scaling.worker import sent_bytes
+    from experiments.scaling.cluster.worker import sent_bytes
 
     table = ("Inter-|   Receive                            |  Transmit\n"
              " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
@@ -156,7 +156,7 @@ def test_worker_counts_link_bytes_only_on_an_emulated_cluster(tmp_path):
 
 
 def test_merge_studies_recomputes_rows_and_refuses_duplicates():
-    from tf_nmt.scaling.study import merge_studies
+    from experiments.scaling.cluster.study import merge_studies
 
     def doc(link, tps2):
         runs = [{"link": link, "comm": "dense", "kind": "weak", "world": n, "tokens_per_s": t,

@@ -2,7 +2,7 @@
 itself runs under horovodrun; see tests/parallel/test_exchange_sizes.py)."""
 import pytest
 
-from tf_nmt.studies import accumulation
+from experiments.accumulation import study as accumulation
 
 
 @pytest.fixture(scope="module")

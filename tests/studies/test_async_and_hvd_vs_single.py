@@ -4,7 +4,8 @@ import json
 import pytest
 
 from tf_nmt.config import load_config
-from tf_nmt.studies import asynchronous, hvd_vs_single
+from experiments.async_sgd import study as asynchronous
+from experiments.hvd_vs_single import study as hvd_vs_single
 
 
 def fake_run(work_dir, command, argv, bleu):
@@ -55,7 +56,7 @@ def test_async_resume_reuses_finished_runs_only(tmp_path, monkeypatch):
     assert calls == ["train-async", "evaluate"] * 2
     done = json.loads((tmp_path / "a.json").read_text())
     assert done["complete"] and done["planned_runs"] == 2
-    assert done["command"].startswith("tf-nmt study async --work-dir")
+    assert done["command"].startswith("python -m experiments async --work-dir")
     with pytest.raises(SystemExit):  # without --resume an existing grid is not replaced
         asynchronous.main(argv)
     asynchronous.main(argv + ["--resume"])

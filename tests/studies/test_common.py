@@ -1,11 +1,12 @@
-"""Shared study helpers and the ``tf-nmt study`` entry point."""
+"""Shared study helpers and the ``python -m experiments`` entry point."""
 import json
 
 import numpy as np
 import pytest
 
-from tf_nmt import cli
-from tf_nmt.studies import STUDIES, common, run_study
+from experiments import STUDIES, run_study
+from experiments import __main__ as entry
+from experiments.lib import common
 
 
 def test_rank_files_are_read_in_order_and_a_missing_one_is_an_error(tmp_path):
@@ -28,14 +29,19 @@ def test_small_helpers(tmp_path):
     common.write_result(out, {"a": 1}, overwrite=False)
     with pytest.raises(SystemExit, match="--overwrite"):
         common.write_result(out, {"a": 2}, overwrite=False)
-    common.write_result(out, {"a": 2}, overwrite=True)
-    assert json.loads(out.read_text()) == {"a": 2}
+    common.write_result(out, {"a": 2, "command": "python -m experiments x"}, overwrite=True)
+    written = json.loads(out.read_text())
+    assert written["a"] == 2
+    stamp = written["provenance"]  # every results file says what made it, where and when
+    assert stamp["command"] == "python -m experiments x"
+    assert len(stamp["git_revision"]) == 40 and isinstance(stamp["git_dirty"], bool)
+    assert stamp["date"].startswith("20") and stamp["machine"]["cpus"] >= 1
 
 
-def test_cli_forwards_the_study_arguments(monkeypatch, tmp_path):
+def test_the_entry_point_forwards_the_study_arguments(monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr(cli, "run_study", lambda name, argv: seen.append((name, argv)) or 0)
-    assert cli.main(["study", "compression", "--modes", "bmuf", "--resume"]) == 0
+    monkeypatch.setattr(entry, "run_study", lambda name, argv: seen.append((name, argv)) or 0)
+    assert entry.main(["compression", "--modes", "bmuf", "--resume"]) == 0
     assert seen == [("compression", ["--modes", "bmuf", "--resume"])]
     assert set(STUDIES) >= {"accumulation", "throughput", "compression", "hvd-vs-single",
                             "quantization", "transfer", "async"}
@@ -66,7 +72,8 @@ def test_a_rank_study_runs_its_worker_or_prepares_the_data_measures_and_writes(
 
     draw = {figure: lambda result, path: path.write_text(str(result["x"]))}
     assert common.run_rank_study(args, calls.append, measure, lambda r: "TABLE", draw) == 0
-    assert json.loads(args.out.read_text()) == {"x": 1} and figure.read_text() == "1"
+    written = json.loads(args.out.read_text())
+    assert written["x"] == 1 and "provenance" in written and figure.read_text() == "1"
     assert "TABLE" in capsys.readouterr().out and calls == []
     # the ranks cannot learn the vocabulary, so it is there before they are launched
     assert events == [("prepare", str(tmp_path / "d"), 320), ("measure",)]
@@ -74,14 +81,14 @@ def test_a_rank_study_runs_its_worker_or_prepares_the_data_measures_and_writes(
         common.run_rank_study(args, calls.append, lambda a: {"x": 2}, str, draw)
     args.worker = True
     common.run_rank_study(args, calls.append, lambda a: {"x": 3}, str, draw)
-    assert calls == [args] and json.loads(args.out.read_text()) == {"x": 1}
+    assert calls == [args] and json.loads(args.out.read_text())["x"] == 1
     assert len(events) == 2  # neither the refusal nor a worker prepares anything
 
 
 def test_command_line_of_a_study():
     assert common.command_line("compression", ["--modes", "graddrop", "--set", "a.b=c d"]) == \
-        "tf-nmt study compression --modes graddrop --set 'a.b=c d'"
-    assert common.command_line("chaos", []) == "tf-nmt study chaos"
+        "python -m experiments compression --modes graddrop --set 'a.b=c d'"
+    assert common.command_line("chaos", []) == "python -m experiments chaos"
 
 
 def test_prepare_data_learns_a_missing_vocabulary_and_builds_only_a_missing_corpus(
@@ -105,7 +112,7 @@ def test_prepare_data_learns_a_missing_vocabulary_and_builds_only_a_missing_corp
 
 
 def test_hvd_vs_single_prepares_the_data_before_training(monkeypatch, tmp_path):
-    from tf_nmt.studies import hvd_vs_single
+    from experiments.hvd_vs_single import study as hvd_vs_single
 
     events = []
     monkeypatch.setattr(common, "prepare_data", lambda d, v: events.append(("prepare", str(d), v)))

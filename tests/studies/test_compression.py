@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tf_nmt.studies import compression as exp
+from experiments.compression import study as exp
 
 
 def test_arguments_are_checked(tmp_path):
@@ -317,7 +317,7 @@ def test_results_are_written_after_every_run(tmp_path, monkeypatch):
                   "--results", str(results), "--plot", str(plot)])
     written = json.loads(results.read_text())
     assert [r["mode"] for r in written["runs"]] == ["sparse_as_dense", "graddrop"]
-    assert written["command"].startswith("tf-nmt study compression --models transformer --modes ")
+    assert written["command"].startswith("python -m experiments compression --models transformer --modes ")
     assert plot.is_file()
 
 
@@ -358,7 +358,7 @@ def test_update_grows_one_file_and_each_run_keeps_its_command(tmp_path, monkeypa
     assert runs[("transformer", "single")]["command"] == "cmd-single"
     assert runs[("transformer", "graddrop")]["final_bleu"] == 3.5
     assert runs[("transformer", "graddrop")]["command"].startswith(
-        "tf-nmt study compression --models transformer --modes graddrop,bmuf --update")
+        "python -m experiments compression --models transformer --modes graddrop,bmuf --update")
     assert "cpus" in runs[("transformer", "graddrop")]["machine"]
     assert {(r["mode"], r["bleu_minus_single"]["20"]) for r in written["against_single"]} == {
         ("sparse_as_dense", -1.0), ("graddrop", -2.5)}

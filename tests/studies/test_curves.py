@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from tf_nmt.studies import curves
+from experiments.lib import curves
 
 
 @pytest.fixture

@@ -1,19 +1,19 @@
-"""The graddrop warm-up benchmark (`scripts/bench_graddrop_warmup.py`): argument checks, the
+"""The graddrop warm-up benchmark (`python -m experiments graddrop-warmup`): argument checks, the
 table, and one tiny run under a real ``horovodrun -np 2``."""
 import json
 
 import pytest
 
 from tests.parallel import launch
-from tf_nmt.studies import STUDIES
-from tf_nmt.studies import graddrop_warmup as bench
+from experiments import STUDIES
+from experiments.graddrop_warmup import study as bench
 
 TINY = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "model.num_heads=2",
         "--set", "model.ff_dim=64"]
 
 
 def test_registered_as_a_study():
-    assert STUDIES["graddrop-warmup"] == "tf_nmt.studies.graddrop_warmup"
+    assert STUDIES["graddrop-warmup"] == "experiments.graddrop_warmup.study"
 
 
 @pytest.mark.parametrize("bad", [["--kept", "0"], ["--kept", "1.5"], ["--kept", "half"],
@@ -40,7 +40,7 @@ def test_tiny_run_falls_back_only_where_the_pairs_cost_more(tmp_path):
     assert bench.main(["--ranks", "2", "--kept", "1,0.01", "--rounds", "1", "--steps", "1",
                        "--out", str(out), *TINY]) == 0
     result = json.loads(out.read_text())
-    assert result["command"].startswith("tf-nmt study graddrop-warmup")
+    assert result["command"].startswith("python -m experiments graddrop-warmup")
     (run,) = result["runs"]
     everything, little = run["cells"]
     assert everything["stats"]["fallback"]["dense_fallback"]

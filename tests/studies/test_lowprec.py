@@ -1,19 +1,20 @@
-"""The Table 7.4 study (`tf-nmt study lowprec`): its argument checks, its table, and one tiny end
+"""The Table 7.4 study (`python -m experiments lowprec`): its argument checks, its table, and one tiny end
 to end run (Transformer only) whose four fine-tunes start from the same baseline with the same
 budget, whose activation scale is fitted on the baseline and frozen into the last run, and whose
-kernel BLEU is that of the log-space kernels on the same packed model."""
+kernel translations are those of the log-space kernels on the same packed model: non-empty and
+identical to the emulation's."""
 import json
 
 import pytest
 
 from tests.helpers import write_toy_data_dir
 from tf_nmt.config import load_config
-from tf_nmt.studies import STUDIES
-from tf_nmt.studies import lowprec as study
+from experiments import STUDIES
+from experiments.lowprec import study
 
 
 def test_registered_as_a_study():
-    assert STUDIES["lowprec"] == "tf_nmt.studies.lowprec"
+    assert STUDIES["lowprec"] == "experiments.lowprec.study"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -66,8 +67,14 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (dots.quantize_bits, dots.quantize_activations_bits) == (4, 4)
     assert dots.quantize_activations_scale == pytest.approx(rows["dot_products_4bit"]["activation_scale"])
     assert rows["dot_products_4bit"]["activation_scale"] > 0
-    # the kernels compute the same quantised products as the emulation: the same BLEU
-    assert rows["dot_products_4bit"]["kernel_bleu"] == rows["dot_products_4bit"]["bleu"]
+    # the kernels compute the same quantised products as the emulation: the same translations,
+    # and real ones (an engine that emitted nothing would also "agree" at BLEU 0)
+    dots_row = rows["dot_products_4bit"]
+    assert dots_row["sentences"] == 4
+    assert dots_row["empty_translations"] == {"emulated": 0, "lowprec": 0}
+    assert all(ex["emulated"].strip() for ex in dots_row["examples"])
+    assert dots_row["kernel_identical_to_emulated"] == dots_row["sentences"]
+    assert dots_row["kernel_bleu"] == dots_row["bleu"]
     assert model["dot_product_cost_bleu"] == round(
         rows["weights_4bit"]["bleu"] - rows["dot_products_4bit"]["bleu"], 2)
     assert set(res["table_7_5"]["dot"]["summary"]) == {"fp32", "int8", "shift16", "lut8"}

@@ -10,7 +10,8 @@ pytestmark = pytest.mark.slow  # trains tiny models first
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt.cli import main as cli
-from tf_nmt.studies import STUDIES, run_study
+from experiments import STUDIES
+from experiments import run_study
 from tf_nmt.training.trainer import train
 
 QUANT = ["train.quantize_activations_bits=4", "train.quantize_activations_scale=2.0",
@@ -33,8 +34,11 @@ def test_translate_and_evaluate_with_the_kernels(runs, tmp_path, capsys):
     for flags, out in (([], "emulated.de"), (["--lowprec"], "lowprec.de")):
         assert cli(["translate", "--run-dir", str(runs / "quant"), "--input", str(src),
                     "--output", str(tmp_path / out), "--beam-size", "2", *flags]) == 0
-    # exact integer sums vs float32 sums of the same products: the same words on this model
-    assert (tmp_path / "lowprec.de").read_text() == (tmp_path / "emulated.de").read_text()
+    # exact integer sums vs float32 sums of the same products: the same words on this model,
+    # and words at all (two empty outputs would also be equal)
+    emulated = (tmp_path / "emulated.de").read_text().splitlines()
+    assert len(emulated) == 2 and all(line.strip() for line in emulated)
+    assert (tmp_path / "lowprec.de").read_text().splitlines() == emulated
     report = tmp_path / "eval.json"
     assert cli(["evaluate", "--run-dir", str(runs / "quant"), "--lowprec", "--limit", "3",
                 "--output-json", str(report)]) == 0
@@ -50,8 +54,8 @@ def test_lowprec_refuses_a_run_without_quantised_inputs(runs, tmp_path, capsys):
 
 
 def test_study_writes_speed_and_bleu_of_each_engine(runs, tmp_path):
-    assert STUDIES["lowprec-translate"] == "tf_nmt.studies.lowprec_translate"
-    assert STUDIES["lowprec-kernels"] == "tf_nmt.studies.lowprec_bench"
+    assert STUDIES["lowprec-translate"] == "experiments.lowprec.translate"
+    assert STUDIES["lowprec-kernels"] == "experiments.lowprec.kernels"
     out = tmp_path / "lt.json"
     assert run_study("lowprec-translate", ["--run-dir", str(runs / "quant"), "--limit", "4",
                                            "--rounds", "1", "--beam-size", "2", "--out", str(out)]) == 0
@@ -59,6 +63,9 @@ def test_study_writes_speed_and_bleu_of_each_engine(runs, tmp_path):
     assert set(report["sentences_per_s"]) == {"fp32", "int8", "lowprec"}
     assert all(v > 0 for v in report["sentences_per_s"].values())
     assert set(report["bleu"]) == {"emulated", "fp32", "int8", "lowprec"}
+    assert report["empty_translations"] == {"emulated": 0, "fp32": 0, "int8": 0, "lowprec": 0}
+    assert report["identical_to_emulated"]["lowprec"] == 4  # the kernel reproduces the emulation
+    assert report["bleu"]["lowprec"] == report["bleu"]["emulated"]
     assert report["lowprec_weights"]["encoded_exactly"] > 0
     assert report["lowprec_weights"]["quantised_on_load"] == 0  # re-trained weights are on the grid
     assert report["sentences"] == 4 and report["beam_size"] == 2 and report["trained_steps"] == 40

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tf_nmt.quantization.policy import QuantPolicy
-from tf_nmt.studies import quantization as exp
+from experiments.quantization import study as exp
 
 CELLS = [QuantPolicy(bits=4), QuantPolicy(bits=4, scale="max"), QuantPolicy(bits=4, quantize_biases=True),
          QuantPolicy(bits=2), QuantPolicy(bits=4, kind="fixed")]

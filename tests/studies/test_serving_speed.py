@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
-from tf_nmt.studies import serving_speed
+from experiments.serving_speed import study as serving_speed
 from tf_nmt.training.trainer import train
 
 pytestmark = pytest.mark.slow  # trains a tiny model and exports it three times

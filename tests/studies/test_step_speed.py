@@ -1,11 +1,11 @@
-"""The step benchmark (`scripts/bench_step.py`): shapes, ratios, argument checks, the op-type
+"""The step benchmark (`python -m experiments step-speed`): shapes, ratios, argument checks, the op-type
 profile of a real TF-profiler trace, and one tiny end-to-end run of fp32 against XLA."""
 import json
 
 import pytest
 
-from tf_nmt.studies import STUDIES
-from tf_nmt.studies import step_speed as bench
+from experiments import STUDIES
+from experiments.step_speed import study as bench
 from tf_nmt.utils import op_profile
 
 TINY = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "model.num_heads=2",
@@ -13,7 +13,7 @@ TINY = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "mo
 
 
 def test_registered_as_a_study():
-    assert STUDIES["step-speed"] == "tf_nmt.studies.step_speed"
+    assert STUDIES["step-speed"] == "experiments.step_speed.study"
 
 
 def test_shapes_parse_and_bad_ones_are_refused():
@@ -71,7 +71,7 @@ def test_tiny_end_to_end_run_writes_speeds_and_profiles(tmp_path):
             "--steps", "2", "--profile", "--profile-steps", "2", "--out", str(out)]
     assert bench.main(argv) == 0
     result = json.loads(out.read_text())
-    assert result["baseline"] == "fp32" and result["command"].startswith("tf-nmt study step-speed")
+    assert result["baseline"] == "fp32" and result["command"].startswith("python -m experiments step-speed")
     for shape, tokens in (("8x8", 64), ("4x16", 64)):
         rows = result["shapes"][shape]
         assert rows["fp32"]["x_baseline"] == pytest.approx(1.0)

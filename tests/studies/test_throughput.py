@@ -1,8 +1,9 @@
 """The throughput study's analysis and the shared compute/communication split."""
 import pytest
 
-from tf_nmt.studies import common, throughput
-from tf_nmt.studies.step_split import StepSplit
+from experiments.lib import common
+from experiments.throughput import study as throughput
+from experiments.lib.step_split import StepSplit
 
 
 def test_step_split_clamps_communication_at_zero():
@@ -41,8 +42,8 @@ def test_speedups_are_relative_to_the_first_row_and_the_table_lists_them():
 def test_workers_are_launched_as_the_study_itself():
     args = throughput.build_parser().parse_args(["--set", "train.seed=3", "--steps", "2"])
     argv = common.worker_argv("throughput", args, "/tmp/x", "--warmup", "1")
-    assert argv[:3] == ["study", "throughput", "--worker"]
-    parsed = throughput.build_parser().parse_args(argv[2:])
+    assert argv[:2] == ["throughput", "--worker"]
+    parsed = throughput.build_parser().parse_args(argv[1:])
     assert parsed.worker and parsed.worker_out == "/tmp/x" and parsed.steps == 2
     assert parsed.warmup == 1
     assert parsed.set == ["train.seed=3"]

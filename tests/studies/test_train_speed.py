@@ -1,4 +1,4 @@
-"""The training-speed benchmark (`scripts/bench_train.py`): speed read from progress logs and
+"""The training-speed benchmark (`python -m experiments train-speed`): speed read from progress logs and
 from OpenNMT-tf's log, ratios per round, argument checks, and one tiny end-to-end run of two
 tf-nmt variants alternating (the OpenNMT-tf peer needs its side virtualenv: skipped without)."""
 import json
@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from tests.helpers import write_toy_data_dir
-from tf_nmt.studies import STUDIES, onmt_peer
-from tf_nmt.studies import train_speed as bench
+from experiments import STUDIES
+from experiments.train_speed import onmt_peer
+from experiments.train_speed import study as bench
 
 ONMT_LOG = """\
 2026-11-23 21:57:26.253000: I runner.py:310] Number of model parameters: 7586624
@@ -22,7 +23,7 @@ TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff
 
 
 def test_registered_as_a_study():
-    assert STUDIES["train-speed"] == "tf_nmt.studies.train_speed"
+    assert STUDIES["train-speed"] == "experiments.train_speed.study"
 
 
 def test_onmt_log_gives_step_times_from_timestamps_and_target_tokens():
@@ -120,7 +121,7 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     result = json.loads(out.read_text())
     variants = result["variants"]
     assert list(variants) == ["fp32", "fp32-xla", "w3"] and variants["fp32"]["x_fp32"] == 1.0
-    assert result["command"].startswith("tf-nmt study train-speed --data-dir ")
+    assert result["command"].startswith("python -m experiments train-speed --data-dir ")
     assert result["variant_settings"]["w3"]["env"] == {"TF_NMT_X": "1"}
     for row in variants.values():
         assert len(row["rounds"]) == 2 and row["tgt_tok_per_s"] > 0 and row["cores_busy"] > 0
@@ -138,7 +139,7 @@ def test_tiny_benchmark_end_to_end(tmp_path):
 
 
 def test_the_peer_mirrors_the_study_overrides_or_refuses_them():
-    from tf_nmt.studies.common import study_config
+    from experiments.lib.common import study_config
 
     cfg = study_config("quickstart", ["model.num_layers=2", "model.attention_dropout=0.1"], 4096)
     assert onmt_peer.mismatches(cfg) == []

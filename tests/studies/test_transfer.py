@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 
-from tf_nmt.studies import transfer
+from experiments.transfer import study as transfer
 
 
 def write_corpus(root, rows):

@@ -16,22 +16,23 @@ SHORT = TINY + ["data.oversample={}", "train.steps_per_cycle=5", "train.keep_che
 @pytest.mark.slow
 def test_quickstart_exports_and_scores_the_average_of_its_last_checkpoints(tmp_path, monkeypatch):
     from tf_nmt.training.checkpoints import list_checkpoints
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.run_dir import load_trained_model
 
     data = write_toy_data_dir(tmp_path / "data")
     monkeypatch.setattr(quickstart, "prepare_corpus", lambda *a, **kw: {})  # the toy corpus is it
-    run, export, results = tmp_path / "run", tmp_path / "export", tmp_path / "qs.json"
+    run, export = tmp_path / "run", tmp_path / "export"
     # a step limit instead of the time budget (which a loaded machine would make train too few
     # steps for 3 checkpoints); the record says which ended training
     payload = quickstart.run_quickstart(
-        data, run, export, results, precision="float32", average_last=3,
+        data, run, export, precision="float32", average_last=3,
         overrides=SHORT + ["train.train_steps=20", "train.time_budget_minutes=0"])
     kept = list_checkpoints(run / "checkpoints")
     assert len(kept) == 3 and payload["training"]["steps"] == 20
     assert 0 < payload["training"]["cores_busy"] <= os.cpu_count() + 0.1
     assert payload["training"]["time_budget_minutes"] == 0
     assert payload["training"]["step_limit"] == 20
-    record = json.loads(results.read_text())["checkpoint_average"]
+    # the record goes into the run directory (not the working directory)
+    record = json.loads((run / quickstart.RECORD_NAME).read_text())["checkpoint_average"]
     assert record["asked"] == 3 and record["averaged"] == kept
     assert isinstance(record["last_checkpoint_bleu"], float)
     # the averaged checkpoint holds the mean of the kept ones, and it is what was scored

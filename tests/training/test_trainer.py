@@ -6,8 +6,8 @@ pytestmark = pytest.mark.slow  # each test trains a (tiny) model for real
 
 from tests.helpers import write_toy_data_dir
 from tf_nmt.config import load_config
+from tf_nmt.run_dir import RunDirError, load_trained_model
 from tf_nmt.training.callbacks import DivergenceError
-from tf_nmt.training.run import RunDirError, load_trained_model
 from tf_nmt.training.trainer import train
 
 TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=32", "model.num_heads=2",

@@ -10,8 +10,8 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import load_config
 from tf_nmt.data.tokenizer import train_sentencepiece
 from tf_nmt.models import build_model
+from tf_nmt.run_dir import RunDir
 from tf_nmt.training.checkpoints import make_manager
-from tf_nmt.training.run import RunDir
 from tf_nmt.training.transfer import (SPECIAL_IDS, TransferError, embedding_row_map,
                                       initialize_from_parent, resolve_parent,
                                       transfer_weights, vocab_variables)
@@ -172,7 +172,7 @@ def _child_data_dir(root):
 @pytest.mark.slow
 def test_cli_trains_a_child_from_a_parent_end_to_end(tmp_path, capsys):
     from tf_nmt.cli import main
-    from tf_nmt.training.run import load_trained_model
+    from tf_nmt.run_dir import load_trained_model
 
     common = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "model.num_heads=2",
               "--set", "model.ff_dim=64", "--set", "model.dropout=0.0", "--set", "data.batch_tokens=256",

@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, Optional
 from tf_nmt.data.vocabulary import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-from tf_nmt.quantization.activations import inference_engine, use_engine
-from tf_nmt.training.run import load_trained_model
+from tf_nmt.models.activation_quant import inference_engine, use_engine
+from tf_nmt.run_dir import load_trained_model
 from tf_nmt.utils.io import write_bytes_atomic
 
 
@@ -18,7 +18,7 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
                  length_penalty: Optional[float] = None, limit: int = 0,
                  log: Callable[[str], None] = print, engine: str = "emulated") -> Dict[str, Any]:
     """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``);
-    ``engine`` runs its quantised matmuls (:data:`tf_nmt.quantization.activations.ENGINES`, e.g.
+    ``engine`` runs its quantised matmuls (:data:`tf_nmt.models.activation_quant.ENGINES`, e.g.
     ``"lowprec"``: the log-space kernels)."""
     model, tokenizer, cfg = load_trained_model(run_dir, checkpoint)
     matmuls = inference_engine(model, engine)

@@ -2,7 +2,7 @@
 
 #: Sentences per length-sorted chunk that an export decodes at a time (``tf-nmt export
 #: --chunk-size``; 0 decodes each request whole). 16 is the measured best on the quickstart model
-#: (``results/serving_speed_chunks.json``): 1.23-1.59x the unchunked export for mixed-length
+#: (``experiments/serving_speed/results/serving_speed_chunks.json``): 1.23-1.59x the unchunked export for mixed-length
 #: requests of 32-64 sentences, 1.13-1.22x for long sentences, 0.95-0.97x for medium ones, and no
 #: change for requests of at most 16 sentences, which are one chunk.
 SERVING_CHUNK_SIZE = 16

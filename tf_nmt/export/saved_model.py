@@ -11,7 +11,7 @@ The export is written to a temporary sibling directory and renamed into place; a
 export is never replaced unless ``overwrite`` is set.
 
 A model trained with log-quantised matmul inputs (``train.quantize_activations_bits``) is traced
-with the stock-op quantiser (:class:`tf_nmt.quantization.activations.StockOpsEngine`), bit for
+with the stock-op quantiser (:class:`tf_nmt.models.activation_quant.StockOpsEngine`), bit for
 bit what evaluation computes with the C++ op, so the SavedModel needs no tf_nmt op library.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
 from tf_nmt.export import SERVING_CHUNK_SIZE
-from tf_nmt.quantization.activations import use_engine
+from tf_nmt.models.activation_quant import use_engine
 from tf_nmt.utils.io import replace_directory_atomically
 
 

@@ -5,9 +5,9 @@ from typing import Any, Dict, Optional
 
 from tf_nmt.compat import keras
 from tf_nmt.config import ConfigError
+from tf_nmt.models.activation_quant import ActivationQuantization
 from tf_nmt.models.gnmt import GNMT, GNMT_DEFAULTS
 from tf_nmt.models.transformer import TRANSFORMER_DEFAULTS, Transformer
-from tf_nmt.quantization.activations import ActivationQuantization
 
 MODEL_CLASSES = {"transformer": Transformer, "gnmt": GNMT}
 MODEL_DEFAULTS: Dict[str, Dict[str, Any]] = {"transformer": dict(TRANSFORMER_DEFAULTS),

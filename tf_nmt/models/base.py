@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.quantization.activations import ActivationQuantization, aq_config
+from tf_nmt.models.activation_quant import ActivationQuantization, aq_config
 
 # Fixed project-wide (they match tf_nmt.data.tokenizer; repeated here so that the models do not
 # depend on the tokenizer and its tensorflow-text import).
@@ -33,7 +33,7 @@ class Seq2SeqModel(keras.Model):
 
     ``activation_quantization`` (``train.quantize_activations_*``, not a hyper-parameter: the
     weights are the same) log-quantises every matmul input; see
-    :mod:`tf_nmt.quantization.activations`.
+    :mod:`tf_nmt.models.activation_quant`.
     """
 
     beam_invariant_keys: Tuple[str, ...] = ()

@@ -7,8 +7,8 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.activation_quant import ActivationQuantization, aq_config, quantized_matmul
 from tf_nmt.models.kernels import current
-from tf_nmt.quantization.activations import ActivationQuantization, aq_config, quantized_matmul
 
 
 class SharedEmbedding(keras.layers.Layer):

@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.activation_quant import ActivationQuantization, QuantDense, lstm_layer
 from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding
 from tf_nmt.models.rnn_attention import make_attention
-from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, lstm_layer
 
 GNMT_DEFAULTS: Dict[str, object] = {
     "num_layers": 4, "num_encoder_layers": None, "num_decoder_layers": None, "units": 256,

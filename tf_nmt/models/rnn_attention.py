@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
+from tf_nmt.models.activation_quant import ActivationQuantization, QuantDense, aq_config
 
 NEG_INF = -1e9
 ATTENTIONS = ("luong", "bahdanau")

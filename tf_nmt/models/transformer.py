@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from tf_nmt.compat import tf
+from tf_nmt.models.activation_quant import ActivationQuantization
 from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.layer_norm import make_layer_norm
 from tf_nmt.models.attention import causal_bias, padding_bias
 from tf_nmt.models.base import Seq2SeqModel, State, padding_mask
 from tf_nmt.models.embedding import SharedEmbedding, sinusoidal_positions
 from tf_nmt.models.transformer_layers import DecoderLayer, EncoderLayer
-from tf_nmt.quantization.activations import ActivationQuantization
 
 TRANSFORMER_DEFAULTS: Dict[str, object] = {
     "num_layers": 3, "num_encoder_layers": None, "num_decoder_layers": None, "d_model": 256,

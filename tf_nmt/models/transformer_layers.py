@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.models.activation_quant import ActivationQuantization, QuantDense, aq_config
 from tf_nmt.models.dropout import make_dropout
 from tf_nmt.models.layer_norm import make_layer_norm
 from tf_nmt.models.attention import KeyValue, MultiHeadAttention
-from tf_nmt.quantization.activations import ActivationQuantization, QuantDense, aq_config
 
 NORMS = ("pre", "post")
 

@@ -19,6 +19,9 @@ kernel's layout: rows of both operands run along K) or ``[K, N]`` (``"kn"``, lik
 kernel; transposed first). On CPUs with AVX-512 F/BW/VBMI/VNNI the SIMD kernels run; otherwise,
 with ``impl="scalar"`` or with ``$TF_NMT_LOWPREC_SCALAR=1`` a portable loop gives the same
 integers. Misuse (ranks, K mismatch, codes >= 16, bad variant/scale) raises InvalidArgumentError.
+
+The Table 7.5 microbenchmarks of these kernels are experiment code, in a library of their own
+(``experiments/lowprec/bench_ops.py``), not ops of this package.
 """
 from __future__ import annotations
 
@@ -32,7 +35,6 @@ from tf_nmt.ops.loader import load_ops
 
 VARIANTS: Tuple[str, ...] = ("shift16", "lut8")
 IMPLS: Tuple[str, ...] = ("auto", "simd", "scalar")
-METHODS: Tuple[str, ...] = ("fp32", "int8", "shift16", "lut8")
 B_LAYOUTS: Tuple[str, ...] = ("nk", "kn")
 FORCE_SCALAR_ENV = "TF_NMT_LOWPREC_SCALAR"
 
@@ -123,22 +125,3 @@ def dense(x, w_codes, x_scale, w_scale, variant: str, w_layout: str = "kn",
 def simd_available() -> bool:
     """True when this CPU runs the AVX-512 F/BW/VBMI/VNNI kernels."""
     return bool(load_ops().lowprec_simd_available().numpy())
-
-
-def bench_dot(method: str, pairs: int = 16, reps: int = 100_000, impl: str = "auto") -> float:
-    """ns per 128-element dot product of ``method`` (one of METHODS), timed in C++ over
-    ``reps`` passes of ``pairs`` independent dot products (single thread)."""
-    ns, _ = load_ops().lowprec_bench_dot(tf.constant(pairs, tf.int64), tf.constant(reps, tf.int64),
-                                         method=_choice(method, METHODS, "method"),
-                                         impl=_choice(impl, IMPLS, "impl"))
-    return float(ns.numpy())
-
-
-def bench_matmul(method: str, m: int, k: int, n: int, reps: int = 10, impl: str = "auto") -> float:
-    """ns per ``[m, k] x [k, n]`` matmul of ``method`` in C++ (single thread; the weights are
-    packed once outside the timing, the activations' codes are packed in every call)."""
-    ns, _ = load_ops().lowprec_bench_mat_mul(
-        tf.constant(m, tf.int64), tf.constant(k, tf.int64), tf.constant(n, tf.int64),
-        tf.constant(reps, tf.int64), method=_choice(method, METHODS, "method"),
-        impl=_choice(impl, IMPLS, "impl"))
-    return float(ns.numpy())

@@ -8,12 +8,12 @@ from typing import Any, Dict, Optional, Tuple
 from tf_nmt.compat import keras
 from tf_nmt.config import Config, config_from_dict
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.quantization.activations import from_train_config
+from tf_nmt.models.activation_quant import from_train_config
 from tf_nmt.quantization.packed_file import PackedFileError, PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import (assign_entries, model_weights, quantize_weights,
                                           size_report)
-from tf_nmt.training.run import RunDir, build_initialised_model, load_trained_checkpoint
+from tf_nmt.run_dir import RunDir, build_initialised_model, load_trained_checkpoint
 
 
 def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] = None

@@ -23,7 +23,7 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import translate_graph
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.export.saved_model import directory_bytes, save_translator
-from tf_nmt.quantization.activations import use_engine
+from tf_nmt.models.activation_quant import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
 from tf_nmt.quantization.packing import pack_codes, unpack_codes_tf

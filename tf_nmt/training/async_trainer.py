@@ -28,9 +28,9 @@ from tf_nmt.models.dropout import resolve_dropout_kernel
 from tf_nmt.models.kernels import use_kernels
 from tf_nmt.models.layer_norm import resolve_norm_kernel
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
+from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model, run_meta
 from tf_nmt.training import schedules
 from tf_nmt.training.checkpoints import make_manager
-from tf_nmt.training.run import RunDir, RunDirError, build_initialised_model, run_meta
 from tf_nmt.utils.io import write_json_atomic
 
 

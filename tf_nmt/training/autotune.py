@@ -2,7 +2,7 @@
 
 Which precision trains faster on a CPU depends on the CPU, not on the model: bfloat16 halves the
 matmul cost only where the CPU has fast bfloat16 dot products, and the rest of the step
-(element-wise ops, casts) does not get cheaper. ``scripts/bench_train.py`` measured bf16 at
+(element-wise ops, casts) does not get cheaper. ``python -m experiments train-speed`` measured bf16 at
 0.67x of float32 on one 2-core Xeon here, while issue 17 reported 1.5x on
 another machine of the same offer. So ``tf-nmt quickstart`` does not guess: it times both on
 the run's own batches (:func:`fastest_precision`) and trains with the faster.
@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict
 
 from tf_nmt.compat import tf
-from tf_nmt.config import Config, load_config
+from tf_nmt.config import Config
 from tf_nmt.data.sample import sample_batches
-from tf_nmt.training.trainer import build_and_compile
+from tf_nmt.training.precision import policy_for_device
+from tf_nmt.training.trainer import build_and_compile, validate_config
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 
@@ -48,12 +49,12 @@ def fastest_precision(cfg: Config, batches: int = 4, rounds: int = 2,
     if batches < 1 or rounds < 1:
         raise ValueError("batches and rounds must be >= 1")
     start = time.perf_counter()
+    plan = validate_config(cfg)
     tokenizer, data = sample_batches(cfg.data, batches, pairs_per_rank=4000)
     vocab_size = tokenizer.vocab_size
     steps: Dict[str, Callable] = {}
-    for name, mixed in zip(PRECISIONS, (False, True)):
-        probe_cfg = load_config(None, [f"train.mixed_precision={str(mixed).lower()}"], base=cfg)
-        model = build_and_compile(probe_cfg, vocab_size)
+    for name, mixed in zip(PRECISIONS, (False, True)):  # the same cfg, the policy as a value
+        model = build_and_compile(cfg, vocab_size, plan=plan, policy=policy_for_device(mixed))
         steps[name] = tf.function(model.train_step, reduce_retracing=True)
     for step in steps.values():  # untimed: tracing and oneDNN primitive creation
         for batch in data:

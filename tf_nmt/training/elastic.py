@@ -264,7 +264,7 @@ def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None]) 
 
 def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
     """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
-    validate_config(cfg)
+    plan = validate_config(cfg)
     check_elastic_config(cfg)
     if os.environ.get("HOROVOD_ELASTIC") != "1":
         raise UsageError("--elastic needs an elastic launch: horovodrun --min-np A --max-np B "
@@ -276,14 +276,14 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     # The state needs a model before the first attempt (to receive a broadcast when joining a
     # running job); each attempt then builds its own and the state moves into it.
     tokenizer = load_tokenizer_for_training(cfg, ctx, log if ctx.is_chief else (lambda _m: None))
-    model = build_and_compile(cfg, tokenizer.vocab_size, ctx)
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, plan=plan)
     create_optimizer_weights(model)
     state = state_class(hvd_elastic)(model, committed=False, world_size=ctx.size)
     hooks = ElasticTraining(cfg, run_dir, state, ctx.hvd, hvd_elastic, log)
 
     def attempt(_state: Any) -> TrainResult:
         return run_attempt(lambda: train(cfg, Path(run_dir), allow_world_size_change=True,
-                                         log=log, hooks=hooks), log)
+                                         log=log, hooks=hooks, plan=plan), log)
 
     result = hvd_elastic.run(attempt)(state)
     if result is None:

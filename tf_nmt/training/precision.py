@@ -6,10 +6,12 @@ GPUs (V100 7.0, T4 7.5) have no bfloat16 arithmetic worth using, so there it is
 ``mixed_float16``, whose narrow exponent range needs dynamic loss scaling: wrap the optimizer with
 :func:`wrap_optimizer` (a ``LossScaleOptimizer``; a no-op for the other policies).
 
-Wiring (in the trainer): ``policy = policy_for_device(cfg.train.mixed_precision)`` where the
-policy is chosen today, and ``optimizer = wrap_optimizer(optimizer, policy)`` after the
-communication wrapper (Horovod's DistributedOptimizer) and before ``model.compile``, so the loss
-scale is outermost: scaled gradients are averaged, then unscaled and checked for overflow.
+Wiring (in the trainer's ``build_and_compile``): the policy is chosen once per model,
+``policy_for_device(cfg.train.mixed_precision)`` unless the caller passes it as a value (the
+quickstart's precision probe builds both policies from one config); it builds the model, and
+``optimizer = wrap_optimizer(optimizer, policy)`` comes after the communication wrapper
+(Horovod's DistributedOptimizer) and before ``model.compile``, so the loss scale is outermost:
+scaled gradients are averaged, then unscaled and checked for overflow.
 """
 from __future__ import annotations
 

@@ -25,19 +25,32 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
+from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
 from tf_nmt.models.dropout import resolve_dropout_kernel
 from tf_nmt.models.kernels import use_kernels
 from tf_nmt.models.layer_norm import resolve_norm_kernel
 from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
                                   resolve_loss_kernel)
-from tf_nmt.quantization import activations, retrain
+from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_rank_manager,
                                          restore_training_state, step_of)
 from tf_nmt.training.optimizers import build_optimizer
 from tf_nmt.training import precision, schedules
-from tf_nmt.training.run import RunDir, build_initialised_model, check_resume, run_meta
+from tf_nmt.run_dir import RunDir, build_initialised_model, check_resume, run_meta
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What a run's ``cfg.train`` resolves to: worked out once, by :func:`validate_config`, and
+    passed down as values, so nothing below it reads or validates those keys again."""
+
+    comm: comm.CommSettings
+    activation_quantization: Optional[ActivationQuantization]
+    loss_kernel: str
+    dropout_kernel: str
+    norm_kernel: str
 
 
 @dataclass
@@ -68,24 +81,32 @@ class TrainHooks(Protocol):
 
 
 def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
-                      schedule: Optional[keras.optimizers.schedules.LearningRateSchedule] = None
+                      schedule: Optional[keras.optimizers.schedules.LearningRateSchedule] = None,
+                      plan: Optional[TrainPlan] = None, policy: Optional[str] = None
                       ) -> keras.Model:
     """Build the configured model, call it once so variables exist, and compile it (with
-    ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`)."""
+    ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`).
+
+    ``plan``: the run's :func:`validate_config` (None: validated here). ``policy``: the Keras
+    dtype policy, e.g. ``"mixed_bfloat16"`` (None: ``train.mixed_precision`` through
+    :func:`tf_nmt.training.precision.policy_for_device`), one value for the model and its optimizer.
+    """
     ctx = ctx or distributed.init(enabled=False)
-    model = build_model_for_training(cfg, vocab_size)
     t = cfg.train
+    plan = validate_config(cfg) if plan is None else plan
+    policy = precision.policy_for_device(t.mixed_precision) if policy is None else policy
+    model = build_model_for_training(cfg, vocab_size, plan, policy)
     optimizer = build_optimizer(t, schedule if schedule is not None
                                 else schedules.from_config(t, ctx.size))
-    optimizer = comm.wrap_optimizer(optimizer, comm.resolve_comm(t), ctx,
+    optimizer = comm.wrap_optimizer(optimizer, plan.comm, ctx,
                                     backward_passes_per_step=t.backward_passes_per_step)
     # Loss scaling (float16 GPUs only) wraps the communication: scaled gradients are averaged,
     # then unscaled and checked for overflow.
-    optimizer = precision.wrap_optimizer(optimizer, precision.policy_for_device(t.mixed_precision))
+    optimizer = precision.wrap_optimizer(optimizer, policy)
     if t.jit_compile and ctx.size > 1:
         raise ConfigError(f"train.jit_compile needs one process, not {ctx.size}: Horovod's "
                           "collectives have no XLA kernels")
-    loss_kernel = resolve_loss_kernel(t.loss_kernel, t.jit_compile)
+    loss_kernel = plan.loss_kernel
     loss = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=loss_kernel)
     model.compile(optimizer=optimizer, loss=loss,
                   metrics=[TokenCount(name="tokens"),
@@ -94,18 +115,21 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     return model
 
 
-def validate_config(cfg: Config) -> None:
-    """Every ConfigError a run would hit, raised before any data, file or process is touched."""
+def validate_config(cfg: Config) -> TrainPlan:
+    """Every ConfigError a run would hit, raised before any data, file or process is touched;
+    returns what it resolved (:class:`TrainPlan`), for the run to pass down."""
     check_model_config(cfg.model.kind, cfg.model.hparams)
     check_data_config(cfg.data)
-    schedules.from_config(cfg.train)
-    comm.resolve_comm(cfg.train)
-    activations.from_train_config(cfg.train)
-    check_jit_compile(cfg.train)
-    check_steps_per_execution(cfg.train)
-    resolve_loss_kernel(cfg.train.loss_kernel, cfg.train.jit_compile)
-    resolve_dropout_kernel(cfg.train.dropout_kernel, cfg.train.jit_compile)
-    resolve_norm_kernel(cfg.train.norm_kernel, cfg.train.jit_compile)
+    t = cfg.train
+    schedules.from_config(t)
+    settings = comm.resolve_comm(t)
+    quant = from_train_config(t)
+    check_jit_compile(t)
+    check_steps_per_execution(t)
+    return TrainPlan(comm=settings, activation_quantization=quant,
+                     loss_kernel=resolve_loss_kernel(t.loss_kernel, t.jit_compile),
+                     dropout_kernel=resolve_dropout_kernel(t.dropout_kernel, t.jit_compile),
+                     norm_kernel=resolve_norm_kernel(t.norm_kernel, t.jit_compile))
 
 
 def check_jit_compile(t: TrainConfig) -> None:
@@ -164,16 +188,15 @@ def check_execution_start(t: TrainConfig, world_size: int, elastic: bool, step: 
                           "(1 always works)")
 
 
-def build_model_for_training(cfg: Config, vocab_size: int) -> keras.Model:
-    """The configured model with its variables created, under the configured dtype policy."""
-    validate_config(cfg)
-    policy = precision.policy_for_device(cfg.train.mixed_precision)  # bf16 on CPUs and Ampere+
-    t = cfg.train
-    with use_kernels(dropout=resolve_dropout_kernel(t.dropout_kernel, t.jit_compile),
-                     norm=resolve_norm_kernel(t.norm_kernel, t.jit_compile),
-                     loss=resolve_loss_kernel(t.loss_kernel, t.jit_compile)):
+def build_model_for_training(cfg: Config, vocab_size: int, plan: Optional[TrainPlan] = None,
+                             policy: Optional[str] = None) -> keras.Model:
+    """The configured model with its variables created, under the dtype ``policy`` (None: the
+    configured one, bf16 on CPUs and Ampere+); ``plan`` as in :func:`build_and_compile`."""
+    plan = validate_config(cfg) if plan is None else plan
+    policy = precision.policy_for_device(cfg.train.mixed_precision) if policy is None else policy
+    with use_kernels(dropout=plan.dropout_kernel, norm=plan.norm_kernel, loss=plan.loss_kernel):
         return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
-                                       activation_quantization=activations.from_train_config(cfg.train))
+                                       activation_quantization=plan.activation_quantization)
 
 
 def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) -> SubwordTokenizer:
@@ -187,11 +210,13 @@ def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) ->
 
 
 def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
-          log: Callable[[str], None] = print, hooks: Optional[TrainHooks] = None) -> TrainResult:
+          log: Callable[[str], None] = print, hooks: Optional[TrainHooks] = None,
+          plan: Optional[TrainPlan] = None) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` for ``cfg.train.train_steps`` optimizer steps
-    (``hooks``: see :class:`TrainHooks`)."""
+    (``hooks``: see :class:`TrainHooks`; ``plan``: ``cfg``'s :func:`validate_config`, where a
+    driver that trains several times has it already; None: validated here)."""
     start = time.perf_counter()
-    validate_config(cfg)
+    plan = validate_config(cfg) if plan is None else plan
     if hooks is None and cfg.train.elastic_commit_every != TrainConfig().elastic_commit_every:
         raise ConfigError("train.elastic_commit_every is used only by elastic training "
                           "(tf-nmt train --elastic under horovodrun --min-np/--max-np); unset it")
@@ -222,9 +247,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         cfg.save(run.config_path)
         run.write_meta(meta)
 
-    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule)
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule, plan=plan)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
-    settings = comm.resolve_comm(cfg.train)
+    settings = plan.comm
     comm_callbacks = comm.comm_callbacks(  # start in sync, periodic sync, bytes/step
         settings, ctx, cfg.train.log_every, log=chief_log,
         stats_path=run.root / "comm_stats.json" if ctx.is_chief else None)

@@ -31,7 +31,7 @@ from tf_nmt.config import Config, load_config
 from tf_nmt.errors import UserError
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
 from tf_nmt.models.embedding import SharedEmbedding
-from tf_nmt.training.run import RunDir, build_initialised_model
+from tf_nmt.run_dir import RunDir, build_initialised_model
 from tf_nmt.utils.io import write_json_atomic
 
 STRATEGIES = ("token-match", "exclude", "random", "frequency")

@@ -4,8 +4,8 @@ TensorFlow frees and re-allocates every activation of every step. Its large tens
 [batch, length, vocabulary] logits are ~130 MB) go through glibc's ``mmap``/``munmap`` on each
 step, and every page of them is faulted in and zeroed by the kernel again (3x the page faults
 of a tcmalloc process in a 40-step probe here). tcmalloc keeps freed memory for reuse.
-Whether that makes training faster is measured by ``scripts/bench_train.py`` (the
-``-tcmalloc`` variants, ``results/train_speed.json``); it is not the default until it does.
+Whether that makes training faster is measured by ``python -m experiments train-speed`` (the
+``-tcmalloc`` variants, ``experiments/train_speed/results/train_speed.json``); it is not the default until it does.
 
 The allocator must be chosen before the process starts, so with ``TF_NMT_ALLOCATOR=tcmalloc``
 the ``tf-nmt`` command re-executes itself once with ``LD_PRELOAD`` set

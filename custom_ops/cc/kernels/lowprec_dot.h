@@ -1,5 +1,7 @@
 // Log-space dot products and matrix multiplies on 4-bit codes, plus the int8 and fp32
 // baselines they are benchmarked against (thesis section 7.3.5, Table 7.5). Plain C++, no TF.
+// The kernels' templates are in lowprec_dot_inl.h; the Table 7.5 microbenchmark that times them
+// is experiment code (experiments/lowprec/cc/lowprec_bench_ops.cc), not part of this library.
 //
 // Codes are the LogQuantize 4-bit layout (quant_codec.h): code = (sign << 3) | k, k in [0, 8),
 // one code per byte. Value = +-S * base^-k, no zero level. A product of two codes is
@@ -90,16 +92,6 @@ void MatMulInt8(const uint8_t* a, const int8_t* b, int64_t kp, int64_t i0, int64
                 int64_t j0, int64_t j1, int32_t* out, int64_t ldo, bool simd);
 void MatMulFp32(const float* a, const float* b, int64_t kp, int64_t i0, int64_t i1, int64_t j0,
                 int64_t j1, float* out, int64_t ldo, bool simd);
-
-// Microbenchmarks (single thread, deterministic pseudo-random data, timed with steady_clock).
-// BenchDot: `pairs` independent dot products of length 128 (an L1-resident working set),
-// repeated `reps` times; returns ns per dot product. BenchMatMul: out[M,N] = A[M,K] B[N,K]^T
-// with B (the weights) packed once outside the timing; each timed call packs A from codes
-// (except fp32) and writes float outputs (scaled for the integer methods); returns ns per call.
-// *checksum receives a value depending on every result, so nothing can be optimised away.
-double BenchDot(Method method, int64_t pairs, int64_t reps, bool simd, double* checksum);
-double BenchMatMul(Method method, int64_t m, int64_t k, int64_t n, int64_t reps, bool simd,
-                   double* checksum);
 
 }  // namespace lowprec
 }  // namespace tf_nmt

@@ -1,13 +1,16 @@
 // CPU kernels for the log-space dot-product ops (lowprec_ops.cc): LowprecEncode,
-// LowprecMatMulAccum / LowprecMatMul on 4-bit codes, and the microbenchmark ops. The arithmetic
+// LowprecMatMulAccum / LowprecMatMul on 4-bit codes, and LowprecSimdAvailable. The arithmetic
 // lives in lowprec_dot.{h,cc}; this file checks arguments, packs operands and shards tiles of
-// the output over TF's intra-op threads (the integers do not depend on the split).
+// the output over TF's intra-op threads (the integers do not depend on the split). The Table 7.5
+// microbenchmark ops are experiment code (experiments/lowprec/cc), built into a library of their
+// own.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "lowprec_dot.h"
+#include "lowprec_impl_attr.h"
 #include "parallel_blocks.h"
 #include "quant_codec.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -38,17 +41,6 @@ Status ReadScalarScale(const Tensor& t, const char* name, float* scale) {
   return tensorflow::OkStatus();
 }
 
-Status ReadPositive(const Tensor& t, const char* name, int64_t hi, int64_t* value) {
-  if (!TensorShapeUtils::IsScalar(t.shape())) {
-    return errors::InvalidArgument(name, " must be a scalar, got shape ", t.shape().DebugString());
-  }
-  *value = t.scalar<int64_t>()();
-  if (*value < 1 || *value > hi) {
-    return errors::InvalidArgument(name, " must be in [1, ", hi, "], got ", *value);
-  }
-  return tensorflow::OkStatus();
-}
-
 // The lut8 code of v: k = number of thresholds kLut8Mid[j] >= t (ties to the smaller centre),
 // t = |v| * (1 / S) flushed as in quant_codec.h, so 0/NaN -> k = 7 and Inf -> k = 0.
 inline unsigned char EncodeLut8(float v, float inv_scale) {
@@ -57,21 +49,6 @@ inline unsigned char EncodeLut8(float v, float inv_scale) {
   for (int j = 0; j < 7; ++j) k += t <= lp::kLut8Mid[j] ? 1 : 0;
   const int sign = v <= -FLT_MIN ? 1 : 0;
   return static_cast<unsigned char>((sign << 3) | k);
-}
-
-// Resolves the impl attribute (and $TF_NMT_LOWPREC_SCALAR for 'auto') to SIMD or scalar.
-Status ResolveImpl(const std::string& impl, bool* simd) {
-  if (impl == "scalar") {
-    *simd = false;
-  } else if (impl == "simd") {
-    if (!lp::SimdAvailable()) {
-      return errors::InvalidArgument("impl='simd' needs AVX-512 F/BW/VBMI/VNNI, which this CPU lacks");
-    }
-    *simd = true;
-  } else {
-    *simd = lp::SimdAvailable() && lp::SimdAllowedByEnv();
-  }
-  return tensorflow::OkStatus();
 }
 
 template <typename T>
@@ -141,7 +118,7 @@ class MatMulOp : public OpKernel {
       c = lut8_ ? ab / static_cast<float>(lp::kLut8One) : ab * 0x1p-14f;
     }
     bool simd = false;
-    OP_REQUIRES_OK(ctx, ResolveImpl(impl_, &simd));
+    OP_REQUIRES_OK(ctx, lp::ResolveImpl(impl_, &simd));
     const uint8_t* a = a_t.flat<tensorflow::uint8>().data();
     const uint8_t* b = b_t.flat<tensorflow::uint8>().data();
     OP_REQUIRES(ctx, MaxCode(a, m * k) < 16 && MaxCode(b, n * k) < 16,
@@ -205,75 +182,6 @@ class MatMulOp : public OpKernel {
   bool lut8_ = false;
 };
 
-lp::Method ParseMethod(const std::string& s) {
-  if (s == "fp32") return lp::Method::kFp32;
-  if (s == "int8") return lp::Method::kInt8;
-  if (s == "shift16") return lp::Method::kShift16;
-  return lp::Method::kLut8;
-}
-
-class BenchDotOp : public OpKernel {
- public:
-  explicit BenchDotOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string method;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("method", &method));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("impl", &impl_));
-    method_ = ParseMethod(method);
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    int64_t pairs = 0, reps = 0;
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(0), "pairs", 1 << 16, &pairs));
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(1), "reps", int64_t{1} << 40, &reps));
-    bool simd = false;
-    OP_REQUIRES_OK(ctx, ResolveImpl(impl_, &simd));
-    double checksum = 0.0;
-    const double ns = lp::BenchDot(method_, pairs, reps, simd, &checksum);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
-    out->scalar<double>()() = ns;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &out));
-    out->scalar<double>()() = checksum;
-  }
-
- private:
-  lp::Method method_;
-  std::string impl_;
-};
-
-class BenchMatMulOp : public OpKernel {
- public:
-  explicit BenchMatMulOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    std::string method;
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("method", &method));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("impl", &impl_));
-    method_ = ParseMethod(method);
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    int64_t m = 0, k = 0, n = 0, reps = 0;
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(0), "m", 1 << 16, &m));
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(1), "k", lp::kShift16MaxK, &k));
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(2), "n", 1 << 20, &n));
-    OP_REQUIRES_OK(ctx, ReadPositive(ctx->input(3), "reps", int64_t{1} << 40, &reps));
-    OP_REQUIRES(ctx, (m + n) * lp::PaddedK(k) <= (int64_t{1} << 28) && m * n <= (int64_t{1} << 28),
-                errors::InvalidArgument("benchmark matrices too large: ", m, "x", k, "x", n));
-    bool simd = false;
-    OP_REQUIRES_OK(ctx, ResolveImpl(impl_, &simd));
-    double checksum = 0.0;
-    const double ns = lp::BenchMatMul(method_, m, k, n, reps, simd, &checksum);
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
-    out->scalar<double>()() = ns;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &out));
-    out->scalar<double>()() = checksum;
-  }
-
- private:
-  lp::Method method_;
-  std::string impl_;
-};
-
 class SimdAvailableOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -297,8 +205,6 @@ REGISTER_KERNEL_BUILDER(
     EncodeOp<tensorflow::bfloat16>);
 REGISTER_KERNEL_BUILDER(Name("LowprecMatMulAccum").Device(tensorflow::DEVICE_CPU), MatMulOp<false>);
 REGISTER_KERNEL_BUILDER(Name("LowprecMatMul").Device(tensorflow::DEVICE_CPU), MatMulOp<true>);
-REGISTER_KERNEL_BUILDER(Name("LowprecBenchDot").Device(tensorflow::DEVICE_CPU), BenchDotOp);
-REGISTER_KERNEL_BUILDER(Name("LowprecBenchMatMul").Device(tensorflow::DEVICE_CPU), BenchMatMulOp);
 REGISTER_KERNEL_BUILDER(Name("LowprecSimdAvailable").Device(tensorflow::DEVICE_CPU), SimdAvailableOp);
 
 }  // namespace tf_nmt

@@ -1,5 +1,6 @@
 // Op definitions for the log-space dot-product kernels (lowprec_dot.h): encoding activations to
-// 4-bit codes with a fixed scale, matrix multiplies on codes, and their microbenchmarks.
+// 4-bit codes with a fixed scale and matrix multiplies on codes. (Their Table 7.5 microbenchmark
+// ops are experiment code, in experiments/lowprec/cc, built into a library of their own.)
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -13,7 +14,6 @@ namespace {
 
 constexpr char kVariantAttr[] = "scheme: {'shift16', 'lut8'}";
 constexpr char kImplAttr[] = "impl: {'auto', 'simd', 'scalar'} = 'auto'";
-constexpr char kMethodAttr[] = "method: {'fp32', 'int8', 'shift16', 'lut8'}";
 
 // a [M, K] and b [N, K] -> [M, N]; inputs from index 2 on are scalars.
 absl::Status MatMulShape(InferenceContext* c) {
@@ -26,16 +26,6 @@ absl::Status MatMulShape(InferenceContext* c) {
     TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
   }
   c->set_output(0, c->Matrix(c->Dim(a, 0), c->Dim(b, 0)));
-  return absl::OkStatus();
-}
-
-absl::Status ScalarInputsTwoScalarOutputs(InferenceContext* c) {
-  ShapeHandle unused;
-  for (int i = 0; i < c->num_inputs(); ++i) {
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &unused));
-  }
-  c->set_output(0, c->Scalar());
-  c->set_output(1, c->Scalar());
   return absl::OkStatus();
 }
 
@@ -86,30 +76,6 @@ REGISTER_OP("LowprecMatMul")
 float32(acc) * c with acc from LowprecMatMulAccum and c = (scale_a * scale_b) * 2^-14 (shift16)
 or (scale_a * scale_b) / 255 (lut8), each step in float32.
 )doc");
-
-REGISTER_OP("LowprecBenchDot")
-    .Input("pairs: int64")
-    .Input("reps: int64")
-    .Output("ns_per_dot: double")
-    .Output("checksum: double")
-    .Attr(kMethodAttr)
-    .Attr(kImplAttr)
-    .SetIsStateful()
-    .SetShapeFn(ScalarInputsTwoScalarOutputs)
-    .Doc("ns per 128-element dot product (C++ timing loop, one thread).");
-
-REGISTER_OP("LowprecBenchMatMul")
-    .Input("m: int64")
-    .Input("k: int64")
-    .Input("n: int64")
-    .Input("reps: int64")
-    .Output("ns_per_matmul: double")
-    .Output("checksum: double")
-    .Attr(kMethodAttr)
-    .Attr(kImplAttr)
-    .SetIsStateful()
-    .SetShapeFn(ScalarInputsTwoScalarOutputs)
-    .Doc("ns per [M,K] x [K,N] matrix multiply (C++ timing loop, one thread, weights pre-packed).");
 
 REGISTER_OP("LowprecSimdAvailable")
     .Output("available: bool")

@@ -17,7 +17,7 @@ from tests.helpers import write_toy_data_dir  # noqa: E402
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
 from tf_nmt.data.vocabulary import ensure_vocab  # noqa: E402
-from tf_nmt.training.run import RunDir  # noqa: E402
+from tf_nmt.run_dir import RunDir  # noqa: E402
 from tf_nmt.training.trainer import run_meta, train  # noqa: E402
 
 TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=16", "model.num_heads=2",

@@ -1,0 +1,169 @@
+"""One rank of a scaling measurement (``python -m experiments.scaling.cluster.worker``, under any Horovod
+launcher): times training steps of the configured model on fixed-shape synthetic batches.
+
+Two models are built from the same config: one through the distributed optimizer of the chosen
+comm mode (what ``tf-nmt train`` runs) and one with this process's context only, so its steps
+skip the gradient exchange. Both are timed in alternating blocks, each block started by a barrier,
+so all ranks run the same kind of step at the same time (the same CPU contention in both). Then
+
+    step      = time of a distributed step (what training pays)
+    compute   = time of the same step without the exchange
+    comm      = step - compute (exchange + waiting for the slowest rank)
+
+Each is the minimum (``--estimator min``, default) or the median over the timed steps, averaged
+over ranks. On a machine shared with other work, step times only ever get longer than the
+undisturbed time, so the minimum is the steadier estimate; both are written.
+
+Synthetic batches (uniform random token ids, fixed lengths) make every step the same size, so
+throughput does not depend on bucketing or the corpus; tokens are counted on the target side,
+like the trainer's tokens/s.
+
+With ``--link-iface IFACE`` (an emulated host's ``eth0``) each rank reads the bytes its network
+namespace has sent on IFACE (``/proc/net/dev``) just before and after every timed block of
+distributed steps, so the count holds those steps only: no rendezvous, broadcast, barriers,
+warm-up or exchange-free blocks. Beside it goes the gradient payload the comm accounting predicts
+(:func:`tf_nmt.distributed.accounting.link_send_bytes`); the difference is protocol headers and
+Horovod's control messages during the steps.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+
+def _args(argv: Optional[List[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default=None)
+    p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--batch-sentences", type=int, required=True, help="per-worker batch")
+    p.add_argument("--src-len", type=int, default=24)
+    p.add_argument("--tgt-len", type=int, default=24)
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps of each kind")
+    p.add_argument("--steps", type=int, default=10, help="timed steps of each kind")
+    p.add_argument("--block", type=int, default=5, help="steps per timed block")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--estimator", choices=("min", "median"), default="min")
+    p.add_argument("--out", type=Path, required=True, help="rank 0 writes this JSON")
+    p.add_argument("--link-iface", default=None,
+                   help="count the bytes sent on this interface during the distributed steps")
+    return p.parse_args(argv)
+
+
+def sent_bytes(iface: str, table: Optional[str] = None) -> int:
+    """Bytes this process's network namespace has sent on ``iface`` (``/proc/net/dev``)."""
+    text = table if table is not None else Path("/proc/net/dev").read_text()
+    for line in text.splitlines():
+        name, sep, fields = line.partition(":")
+        if sep and name.strip() == iface:
+            return int(fields.split()[8])  # 8 receive columns, then transmitted bytes
+    raise ValueError(f"no interface {iface!r} in /proc/net/dev")
+
+
+def _batch(tf, rng, batch: int, src_len: int, tgt_len: int, vocab: int):
+    """A fixed-shape batch of random ids in [4, vocab) (no padding, so every token counts)."""
+    def ids(length):
+        return tf.constant(rng.integers(4, vocab, size=(batch, length)), tf.int32)
+    return {"source": ids(src_len), "target_in": ids(tgt_len)}, ids(tgt_len)
+
+
+def _timed(model, x, y, steps: int, after_step: Optional[Callable[[], None]] = None) -> List[float]:
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        model.train_on_batch(x, y)  # returns numpy values: the step has finished
+        times.append(time.perf_counter() - t0)
+        if after_step is not None:
+            after_step()
+    return times
+
+
+def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
+    import numpy as np  # noqa: PLC0415
+
+    from tf_nmt import distributed  # noqa: PLC0415
+    from tf_nmt.compat import tf  # noqa: PLC0415
+    from tf_nmt.config import load_config, preset  # noqa: PLC0415
+    from tf_nmt.distributed import accounting  # noqa: PLC0415
+    from tf_nmt.distributed.comm.optimizer import exchange_of  # noqa: PLC0415
+    from experiments.lib.step_split import StepSplit, with_and_without_exchange  # noqa: PLC0415
+
+    if args.batch_sentences < 1 or args.steps < 1 or args.block < 1:
+        raise ValueError("--batch-sentences, --steps and --block must be >= 1")
+    ctx = distributed.init(enabled=True)
+    cfg = load_config(overrides=args.overrides, base=preset(args.preset) if args.preset else None)
+    tf.random.set_seed(args.seed + ctx.rank)
+    rng = np.random.default_rng(args.seed + 1000 * ctx.rank)
+    x, y = _batch(tf, rng, args.batch_sentences, args.src_len, args.tgt_len, args.vocab_size)
+    full, local = with_and_without_exchange(cfg, args.vocab_size, ctx)
+    if args.link_iface:
+        sent_bytes(args.link_iface)  # an unknown interface fails before any timing
+    for model in (full, local):
+        distributed.barrier(ctx)
+        _timed(model, x, y, args.warmup)
+    exchange = exchange_of(full.optimizer)  # graddrop's: it counts the bytes it hands over
+    payloads: List[int] = []
+
+    def record_payload() -> None:
+        payloads.append(int(exchange.sent_bytes.numpy()))
+
+    step_times: List[float] = []
+    compute_times: List[float] = []
+    link_sent = 0
+    while len(step_times) < args.steps:
+        n = min(args.block, args.steps - len(step_times))
+        distributed.barrier(ctx)
+        compute_times += _timed(local, x, y, n)
+        distributed.barrier(ctx)
+        before = sent_bytes(args.link_iface) if args.link_iface else 0
+        step_times += _timed(full, x, y, n, record_payload if exchange is not None else None)
+        link_sent += sent_bytes(args.link_iface) - before if args.link_iface else 0
+    # every rank's statistics, averaged (ranks run in lock-step, so they differ little)
+    stats = {}
+    for label, fn in (("min", min), ("median", statistics.median)):
+        stats[f"step_{label}_s"] = distributed.allreduce_mean(fn(step_times), ctx, name=f"s_{label}")
+        stats[f"compute_{label}_s"] = distributed.allreduce_mean(fn(compute_times), ctx,
+                                                                 name=f"c_{label}")
+    split = StepSplit(stats[f"step_{args.estimator}_s"], stats[f"compute_{args.estimator}_s"])
+    if ctx.size > 1:
+        payload = (sum(payloads) / len(payloads) if payloads
+                   else accounting.variables_bytes(full.trainable_variables))
+        payload = distributed.allreduce_mean(payload, ctx, name="payload")
+        stats["payload_bytes_per_step"] = payload
+        stats["predicted_link_bytes_per_step"] = accounting.link_send_bytes(cfg.train.comm, payload,
+                                                                           ctx.size)
+        if args.link_iface:
+            per_step = link_sent / len(step_times)
+            stats["link_bytes_per_step"] = distributed.allreduce_mean(per_step, ctx, name="link")
+            stats["link_iface"] = args.link_iface
+    tokens_per_worker = args.batch_sentences * args.tgt_len
+    result = {
+        "world": ctx.size, "per_worker_sentences": args.batch_sentences,
+        "src_len": args.src_len, "tgt_len": args.tgt_len, "vocab_size": args.vocab_size,
+        "global_tokens_per_step": tokens_per_worker * ctx.size,
+        "step_s": split.step_s, "compute_s": split.compute_s, "comm_s": split.comm_s,
+        "comm_s_raw": split.comm_s_raw,  # negative when timing noise exceeds the exchange
+        "tokens_per_s": tokens_per_worker * ctx.size / split.step_s,
+        "num_parameters": int(sum(int(np.prod(v.shape)) for v in full.trainable_variables)),
+        "estimator": args.estimator, **stats,
+        "rank0_step_times_s": step_times, "rank0_compute_times_s": compute_times,
+        "overrides": args.overrides, "preset": args.preset,
+    }
+    if ctx.is_chief:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(args.out.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=2))
+        tmp.replace(args.out)
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    run(_args(argv))
+
+
+if __name__ == "__main__":
+    main()

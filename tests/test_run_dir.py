@@ -1,0 +1,77 @@
+"""The resume guard of a run directory (tf_nmt.run_dir): world size, model, vocabulary."""
+import pytest
+
+from tf_nmt.run_dir import RunDir, RunDirError, check_resume
+
+META = {"vocab_fingerprint": "abc", "vocab_size": 320, "model_kind": "transformer",
+        "model_hparams": {"d_model": 16}, "world_size": 2}
+
+
+def saved_run(tmp_path, **changes):
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    run.write_meta({**META, **changes})
+    return run
+
+
+def test_fresh_directory_is_not_a_resume(tmp_path):
+    assert check_resume(RunDir(tmp_path / "new"), META) is False
+
+
+def test_same_meta_resumes_when_a_checkpoint_exists(tmp_path):
+    run = saved_run(tmp_path)
+    assert check_resume(run, META) is False  # meta but no checkpoint yet
+    run.checkpoints.mkdir()
+    (run.checkpoints / "checkpoint").write_text("x")
+    assert check_resume(run, META) is True
+
+
+def test_other_world_size_is_refused_with_a_clear_message(tmp_path):
+    run = saved_run(tmp_path, world_size=4)
+    before = run.meta_path.read_bytes()
+    with pytest.raises(RunDirError) as err:
+        check_resume(run, META)
+    msg = str(err.value)
+    assert "written by 4 worker(s) but this run has 2" in msg and "--allow-world-size-change" in msg
+    assert run.meta_path.read_bytes() == before  # nothing written
+    assert check_resume(run, META, allow_world_size_change=True) is False
+
+
+@pytest.mark.parametrize("key,value,match", [("vocab_fingerprint", "zzz", "vocabulary"),
+                                             ("model_kind", "gnmt", "model_kind"),
+                                             ("model_hparams", {"d_model": 32}, "model_hparams")])
+def test_other_vocabulary_or_model_is_refused(tmp_path, key, value, match):
+    with pytest.raises(RunDirError, match=match):
+        check_resume(saved_run(tmp_path, **{key: value}), META)
+
+
+def test_checkpoints_without_meta_are_refused(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.checkpoints.mkdir(parents=True)
+    (run.checkpoints / "checkpoint").write_text("x")
+    with pytest.raises(RunDirError, match="no meta.json"):
+        check_resume(run, META)
+
+
+def test_a_corrupt_checkpoint_is_a_run_dir_error(tmp_path):
+    """Truncated checkpoint data must give one clear error, not a traceback from the reader."""
+    from tests.helpers import toy_pairs
+    from tf_nmt.config import Config
+    from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
+    from tf_nmt.compat import tf
+    from tf_nmt.run_dir import build_initialised_model, load_trained_model
+
+    cfg = Config()
+    cfg.model.hparams = {"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32}
+    tokenizer = SubwordTokenizer(train_sentencepiece([t for p in toy_pairs() for t in p] * 10, 300))
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    cfg.save(run.config_path)
+    tokenizer.save(run.vocab_path)
+    model = build_initialised_model("transformer", tokenizer.vocab_size, cfg.model.hparams)
+    prefix = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run.checkpoints), 1).save()
+    assert load_trained_model(run.root)[0] is not None
+    data = sorted(run.checkpoints.glob("ckpt-*.data-*"))[0]
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 3])
+    with pytest.raises(RunDirError, match=f"cannot restore checkpoint {prefix}"):
+        load_trained_model(run.root)

@@ -1,0 +1,181 @@
+"""A training run: its directory, the guard that keeps a resume consistent, and its model.
+
+Layout: ``config.yaml`` (resolved config), ``vocab.model`` (SentencePiece proto), ``meta.json``
+(vocabulary fingerprint, model kind/hparams, world size), ``checkpoints/`` and ``logs/``.
+Resuming with a different vocabulary, model or (unless allowed) world size is refused before
+anything is written.
+
+This is also the one place that builds a model with its variables created
+(:func:`build_initialised_model`) and the one that restores a trained run's model
+(:func:`load_trained_model`): trainers, transfer learning, quantisation, evaluation and export
+all go through it, so it sits in the layer below all of them (above ``models`` and ``data``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from tf_nmt.compat import keras, tf
+from tf_nmt.config import Config, load_config
+from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.errors import UserError
+from tf_nmt.models import build_model
+from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
+from tf_nmt.utils.io import write_json_atomic
+
+
+class RunDirError(UserError, ValueError):
+    """The run directory does not match what this invocation would write into it."""
+
+
+class _Member:
+    """A path inside the run directory, named once (``RunDir.checkpoints`` -> ``root/checkpoints``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: Optional["RunDir"], owner: type) -> Any:
+        return self if run is None else run.root / self.name
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths inside one run directory (the only place that knows the file names)."""
+
+    root: Path
+    checkpoints = _Member("checkpoints")
+    logs = _Member("logs")
+    meta_path = _Member("meta.json")
+    vocab_path = _Member("vocab.model")
+    config_path = _Member("config.yaml")
+
+    def read_meta(self) -> Optional[Dict[str, Any]]:
+        if not self.meta_path.is_file():
+            return None
+        return json.loads(self.meta_path.read_text())
+
+    def has_checkpoint(self) -> bool:
+        return (self.checkpoints / "checkpoint").is_file()
+
+    def write_meta(self, meta: Dict[str, Any]) -> None:
+        write_json_atomic(self.meta_path, meta)
+
+    def latest_checkpoint(self) -> Optional[str]:
+        """Prefix of the newest checkpoint, or None."""
+        return tf.train.latest_checkpoint(str(self.checkpoints))
+
+    def is_run(self) -> bool:
+        """True when this looks like a tf-nmt run directory (config and vocabulary present)."""
+        return self.config_path.is_file() and self.vocab_path.is_file()
+
+
+def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: bool = False) -> bool:
+    """Compare this run's ``meta`` with what ``run`` holds. Returns True when resuming.
+
+    Raises :class:`RunDirError` for a different vocabulary or model architecture, and for a
+    different world size unless ``allow_world_size_change`` (the effective batch and the
+    learning-rate scaling would silently change).
+    """
+    saved = run.read_meta()
+    if saved is None:
+        if run.has_checkpoint():
+            raise RunDirError(f"{run.root} has checkpoints but no meta.json; refusing to guess "
+                              "what they were trained with")
+        return False
+    if saved.get("vocab_fingerprint") != meta.get("vocab_fingerprint"):
+        raise RunDirError(
+            f"cannot resume {run.root}: it was trained with vocabulary {saved.get('vocab_fingerprint')} "
+            f"but this run uses {meta.get('vocab_fingerprint')} (different data or vocab_size). "
+            "Use a new --run-dir; nothing was overwritten.")
+    for key in ("model_kind", "model_hparams"):
+        if saved.get(key) != meta.get(key):
+            raise RunDirError(
+                f"cannot resume {run.root}: {key} differs (saved {saved.get(key)!r}, now "
+                f"{meta.get(key)!r}). Use a new --run-dir; nothing was overwritten.")
+    if saved.get("world_size") != meta.get("world_size") and not allow_world_size_change:
+        raise RunDirError(
+            f"cannot resume {run.root}: its checkpoints were written by {saved.get('world_size')} "
+            f"worker(s) but this run has {meta.get('world_size')}. The effective batch and the "
+            "learning-rate scaling would change; pass --allow-world-size-change to resume anyway.")
+    return run.has_checkpoint()
+
+
+def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[str, Any]:
+    """What ``meta.json`` records, and what :func:`check_resume` compares."""
+    return {"vocab_fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size,
+            "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
+            "world_size": world_size}
+
+
+def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, Any],
+                            policy: str = "float32",
+                            activation_quantization: Optional[ActivationQuantization] = None
+                            ) -> keras.Model:
+    """A new model of ``kind`` with its variables created (called once on dummy inputs).
+
+    ``activation_quantization`` (from ``train.quantize_activations_*``, see
+    :func:`tf_nmt.models.activation_quant.from_train_config`) log-quantises its matmul inputs.
+
+    ``policy`` is the Keras dtype policy ("float32" or "mixed_bfloat16"). It is set only while
+    the layers are constructed and called (layers keep the policy they were built with), so the
+    rest of the process, e.g. evaluation and export, stays in float32.
+    """
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = build_model(kind, vocab_size, activation_quantization, **dict(hparams))
+        model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    return model
+
+
+def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
+    """The checkpoint prefix ``checkpoint`` names: a prefix, a directory of checkpoints (its
+    latest, e.g. the output of ``average-checkpoints``), or None for the run's latest."""
+    prefix = checkpoint or run.latest_checkpoint()
+    if prefix is None:
+        raise RunDirError(f"no checkpoint in {run.checkpoints}")
+    if Path(prefix).is_dir():
+        latest = tf.train.latest_checkpoint(str(prefix))
+        if latest is None:
+            raise RunDirError(f"no checkpoint in the directory {prefix}")
+        prefix = latest
+    if not Path(f"{prefix}.index").is_file():
+        raise RunDirError(f"checkpoint {prefix} not found (no {prefix}.index)")
+    return str(prefix)
+
+
+def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
+                       ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
+    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
+    :func:`resolve_checkpoint`); the model quantises its matmul inputs as the run was trained to
+    (``train.quantize_activations_*``)."""
+    model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint)
+    return model, tokenizer, cfg
+
+
+def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None
+                            ) -> Tuple[keras.Model, SubwordTokenizer, Config, str]:
+    """As :func:`load_trained_model`, plus the checkpoint prefix it restored. The prefix is
+    resolved once, so a caller that records it names what was loaded even while a training
+    run goes on writing newer checkpoints."""
+    run = RunDir(Path(run_dir))
+    if not run.root.is_dir():
+        raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
+    if not run.config_path.is_file():
+        raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
+    cfg = load_config(run.config_path)
+    tokenizer = SubwordTokenizer.load(run.vocab_path)
+    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
+                                    activation_quantization=from_train_config(cfg.train))
+    prefix = resolve_checkpoint(run, checkpoint)
+    try:
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial() \
+            .assert_existing_objects_matched()
+    except (tf.errors.OpError, IndexError, AssertionError) as err:  # truncated, corrupt, foreign
+        raise RunDirError(f"cannot restore checkpoint {prefix} into the {cfg.model.kind} model of "
+                          f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
+    return model, tokenizer, cfg, prefix
