@@ -31,6 +31,7 @@ STUDIES: Dict[str, str] = {
     "scaling": "experiments.scaling.study",
     "cluster": "experiments.scaling.cluster.cluster_cli",
     "chaos": "experiments.chaos.study",
+    "chaos-stress": "experiments.chaos.stress",
     "train-speed": "experiments.train_speed.study",
     "serving-speed": "experiments.serving_speed.study",
     "step-speed": "experiments.step_speed.study",
@@ -38,7 +39,7 @@ STUDIES: Dict[str, str] = {
     "ops": "experiments.ops.bench",
 }
 # Studies whose --tiny option trains on the test suite's toy corpus (from a checkout only).
-TINY_STUDIES = ("quantization", "lowprec")
+TINY_STUDIES = ("quantization", "lowprec", "chaos-stress")
 
 
 def run_study(name: str, argv: Optional[Sequence[str]] = None) -> int:

@@ -8,7 +8,6 @@ are reported as one clear ``tf-nmt: error: ...`` line with exit status 2, never 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator
+from tf_nmt.utils.io import write_json_atomic, write_text_atomic
 
 
 def _config(args: argparse.Namespace):
@@ -43,7 +43,7 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
     print(f"vocabulary: {tokenizer.vocab_size} pieces (fingerprint {tokenizer.fingerprint})")
     print(f"prepare-data finished in {time.perf_counter() - start:.1f} s")
     if args.stats_json:
-        Path(args.stats_json).write_text(json.dumps(stats, indent=2))
+        write_json_atomic(Path(args.stats_json), stats)
     return 0
 
 
@@ -53,14 +53,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.quantize_bits is not None:  # re-training under quantisation (train.quantize_*)
         cfg.train.quantize_bits = args.quantize_bits
+        cfg.mark_given("train.quantize_bits")
     if args.comm:
         cfg.train.comm = args.comm
+        cfg.mark_given("train.comm")
     if args.init_from:
         cfg.train.init_from = str(args.init_from)
-    if args.embeddings:
+        cfg.mark_given("train.init_from")
+    if args.embeddings:  # refused without --init-from (tf_nmt.config_usage)
         cfg.train.init_embeddings = args.embeddings
+        cfg.mark_given("train.init_embeddings")
     if args.no_warmup:
         cfg.train.init_warmup = False
+        cfg.mark_given("train.init_warmup")
     if args.elastic:  # Horovod elastic: survive lost workers, take returning ones back
         from tf_nmt.training.elastic import train_elastic
 
@@ -131,7 +136,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             outputs = translate_texts(fn, tokenizer, lines, args.batch_size)
     text = "\n".join(outputs) + ("\n" if outputs else "")
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_text_atomic(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0

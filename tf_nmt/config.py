@@ -152,6 +152,12 @@ class TrainConfig:
     elastic_commit_every: int = field(default=50, metadata={
         "help": "`tf-nmt train --elastic` only: commit the in-memory state every this many steps "
                 "(a lost worker costs at most the steps since the last commit)"})
+    # A rollback that never gets past the same commit (a fault that repeats, not a lost worker)
+    # must end the job instead of being retried forever.
+    elastic_max_retries: int = field(default=10, metadata={
+        "help": "`tf-nmt train --elastic` only: give up with an error after this many rollbacks "
+                "in a row that resume from the same committed step (a lost worker that keeps "
+                "failing the job, not one lost now and then); >= 1"})
     # Re-training under quantisation (tf_nmt.quantization.retrain): 0 = off, else B in 1..8 bits;
     # after every update the matrices (and with quantize_biases the vectors) are re-quantised.
     quantize_bits: int = field(default=0, metadata={
@@ -265,6 +271,22 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
+    def __post_init__(self) -> None:
+        # The dotted keys ("train.warmup_steps", "model.d_model") explicitly given, and by whom:
+        # one of GIVEN_ORIGINS. Not a field: it is neither compared nor saved. What the run
+        # ignores of them is refused (tf_nmt.config_usage.check_given).
+        self.given: Dict[str, str] = {}
+
+    def mark_given(self, dotted: str, origin: str = "flag") -> None:
+        """Record that ``dotted`` was given explicitly (e.g. by a command-line flag)."""
+        if origin not in GIVEN_ORIGINS:
+            raise ValueError(f"unknown origin {origin!r}; use one of {GIVEN_ORIGINS}")
+        self.given[dotted] = origin
+
+    def given_by_user(self) -> List[str]:
+        """The keys the user gave (config file, --set, a flag), not a preset; sorted."""
+        return sorted(k for k, origin in self.given.items() if origin != "preset")
+
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -272,6 +294,9 @@ class Config:
         """Write the resolved config as YAML, atomically."""
         write_text_atomic(Path(path), yaml.safe_dump(self.to_dict(), sort_keys=False))
 
+
+# Who gave a key: a preset (or the quickstart's recipe), a config file, --set, or a CLI flag.
+GIVEN_ORIGINS = ("preset", "file", "set", "flag")
 
 _SECTION_TYPES = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
@@ -327,12 +352,14 @@ def _retired(section: str, key: str, value: Any, from_file: bool) -> bool:
 
 
 def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
-                     from_file: bool = True) -> Config:
+                     from_file: bool = True, origin: Optional[str] = None) -> Config:
     """Merge ``raw`` ({section: {key: value}}) into ``base`` (default: defaults), validating keys.
 
     ``from_file``: ``raw`` was read from a saved config, so a retired key holding the value older
-    runs saved (see :data:`RETIRED_KEYS`) is dropped instead of refused.
+    runs saved (see :data:`RETIRED_KEYS`) is dropped instead of refused. ``origin``: who gave
+    the keys, recorded in ``Config.given`` (default: ``file``, or ``set`` when not from_file).
     """
+    origin = origin or ("file" if from_file else "set")
     cfg = _copy(base or Config())
     if not isinstance(raw, dict):
         raise ConfigError(f"a config must be a mapping of sections, got {type(raw).__name__}")
@@ -346,27 +373,38 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
         for key, value in values.items():
             if section == "model" and key not in names:
                 obj.hparams[key] = value  # model hyper-parameters are validated by build_model
+                cfg.mark_given(f"{section}.{key}", origin)
                 continue
             if key not in names:
                 if _retired(section, key, value, from_file):
                     continue
                 raise _unknown(f"key in [{section}]", key, names)
-            setattr(obj, key, _coerce(section, key, value, getattr(obj, key)))
+            coerced = _coerce(section, key, value, getattr(obj, key))
+            setattr(obj, key, coerced)
+            # A file that spells out a default (e.g. a run's saved config.yaml, copied to start a
+            # new run) gives nothing: only its keys that differ from the default count as given.
+            if origin != "file" or coerced != getattr(type(obj)(), key):
+                cfg.mark_given(f"{section}.{key}", origin)
     return cfg
 
 
 def _copy(cfg: Config) -> Config:
-    return Config(
+    copy = Config(
         data=dataclasses.replace(cfg.data, oversample=dict(cfg.data.oversample)),
         model=ModelConfig(kind=cfg.model.kind, hparams=dict(cfg.model.hparams)),
         train=dataclasses.replace(cfg.train),
         decode=dataclasses.replace(cfg.decode),
     )
+    copy.given.update(getattr(cfg, "given", {}))
+    return copy
 
 
 def load_config(path: Optional[Path] = None, overrides: Optional[List[str]] = None,
-                base: Optional[Config] = None) -> Config:
-    """Defaults ← ``path`` (YAML or JSON) ← ``overrides`` (``section.key=value`` strings)."""
+                base: Optional[Config] = None, origin: Optional[str] = None) -> Config:
+    """Defaults ← ``path`` (YAML or JSON) ← ``overrides`` (``section.key=value`` strings).
+
+    Every key read is recorded in ``Config.given`` as given by ``origin`` (default: ``file``
+    for the file's keys, ``set`` for the overrides')."""
     cfg = _copy(base or Config())
     if path is not None:
         path = Path(path)
@@ -377,13 +415,14 @@ def load_config(path: Optional[Path] = None, overrides: Optional[List[str]] = No
             raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as err:
             raise ConfigError(f"cannot parse config {path}: {err}") from err
-        cfg = config_from_dict(raw or {}, cfg)
+        cfg = config_from_dict(raw or {}, cfg, origin=origin)
     for item in overrides or []:
         if "=" not in item or "." not in item.split("=", 1)[0]:
             raise ConfigError(f"override must look like section.key=value, got {item!r}")
         dotted, value = item.split("=", 1)
         section, key = dotted.split(".", 1)
-        cfg = config_from_dict({section: {key: _parse_scalar(value)}}, cfg, from_file=False)
+        cfg = config_from_dict({section: {key: _parse_scalar(value)}}, cfg, from_file=False,
+                               origin=origin)
     return cfg
 
 
@@ -421,7 +460,9 @@ QUICKSTART_MINUTES = 45.0
 
 
 def preset(name: str) -> Config:
-    """A named starting configuration (see :data:`PRESETS`)."""
+    """A named starting configuration (see :data:`PRESETS`). Its keys are recorded as given
+    by ``preset``: they are the preset's recipe, so a user who changes the key that governs one
+    of them (``train.schedule``, say) is not asked to drop a key only the preset wrote."""
     if name not in PRESETS:
         raise _unknown("preset", name, list(PRESETS))
-    return config_from_dict(PRESETS[name])
+    return config_from_dict(PRESETS[name], origin="preset")

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES, QUICKSTART_PRECISIONS,
                            Config, load_config, preset)
+from tf_nmt.config_usage import check_given
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
@@ -122,11 +123,14 @@ def recipe_overrides(preset_name: str) -> List[str]:
 def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[str]] = None,
                       preset_name: str = "quickstart") -> Config:
     """The quickstart's configuration: ``preset_name``, the data dir, a time budget instead of a
-    step count, :func:`recipe_overrides`, then the user's ``overrides`` (which win)."""
-    return load_config(None, [f"data.data_dir={data_dir}", f"train.train_steps={UNCAPPED_STEPS}",
-                              f"train.time_budget_minutes={minutes}"]
-                       + recipe_overrides(preset_name) + list(overrides or []),
-                       base=preset(preset_name))
+    step count, :func:`recipe_overrides`, then the user's ``overrides`` (which win). All but the
+    user's overrides count as the preset's (``Config.given``): the user is not asked to drop a
+    recipe key that a changed ``train.schedule`` no longer reads."""
+    recipe = load_config(None, [f"data.data_dir={data_dir}", f"train.train_steps={UNCAPPED_STEPS}",
+                                f"train.time_budget_minutes={minutes}"]
+                         + recipe_overrides(preset_name),
+                         base=preset(preset_name), origin="preset")
+    return load_config(None, list(overrides or []), base=recipe)
 
 
 def sets(overrides: Optional[List[str]], dotted: str) -> bool:
@@ -159,6 +163,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
         raise UsageError("give the time budget once: --minutes or --set train.time_budget_minutes")
     cfg = quickstart_config(data_dir, QUICKSTART_MINUTES if minutes is None else minutes,
                             overrides, preset_name)
+    check_given(cfg, "quickstart")  # before anything is prepared or written
     if cfg.train.time_budget_minutes <= 0 and cfg.train.train_steps == UNCAPPED_STEPS:
         raise UsageError("no time budget and no step limit: give --minutes M > 0, or a step "
                          "limit with --set train.train_steps=N")

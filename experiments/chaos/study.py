@@ -37,6 +37,10 @@ TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=32", "mod
 # A peer that stopped answering fails a collective after this long; it also bounds how long the
 # survivors wait in the rendezvous for a returning worker to start (import TensorFlow, build).
 GLOO_TIMEOUT_S = 60
+# The comm modes `tf-nmt train --elastic` supports (tf_nmt.training.elastic.ELASTIC_MODES; fedavg
+# and bmuf are refused), spelled out to keep TensorFlow unloaded; GradDrop's extra settings.
+ELASTIC_MODES = ("sparse_as_dense", "dense", "graddrop")
+MODE_OVERRIDES = {"graddrop": ["train.drop_ratio=0.9", "train.drop_warmup_steps=20"]}
 
 
 def local_host_names() -> List[str]:
@@ -155,7 +159,8 @@ def chaos_run(run_dir: Path, data_dir: Path, work: Path, kills: int, steps: int,
         raise RuntimeError(f"{workers} workers need {workers} local host names, found {hosts}")
     rng = random.Random(seed)
     overrides = TINY + [f"train.train_steps={steps}", f"train.steps_per_cycle={max(10, steps // 4)}",
-                        f"train.elastic_commit_every={commit_every}", f"train.comm={comm}"]
+                        f"train.elastic_commit_every={commit_every}", f"train.comm={comm}",
+                        *MODE_OVERRIDES.get(comm, [])]
     proc = start_elastic(run_dir, data_dir, overrides, hosts, work, cooldown=(1, 2))
     window = (steps // 10, steps * 8 // 10)
     targets = sorted(rng.sample(range(*window), kills))
@@ -267,7 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--steps", type=int, default=3000, help="elastic run length in steps")
     p.add_argument("--commit-every", type=int, default=20, help="train.elastic_commit_every")
-    p.add_argument("--comm", default="sparse_as_dense", choices=["sparse_as_dense", "graddrop"])
+    p.add_argument("--comm", default="sparse_as_dense", choices=ELASTIC_MODES)
     p.add_argument("--resume-steps", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

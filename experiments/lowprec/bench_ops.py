@@ -25,6 +25,7 @@ from typing import Tuple
 
 from tf_nmt.compat import tf
 from tf_nmt.ops.lowprec import IMPLS
+from tf_nmt.utils.io import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_OPS = ROOT / "custom_ops" / "build_ops.py"
@@ -82,8 +83,7 @@ def build(force: bool = False) -> Path:
             raise RuntimeError(f"could not build the lowprec benchmark ops: {err}\n"
                                f"{(err.output or '')[-4000:]}") from err
         os.replace(partial, LIBRARY)
-        BUILD_RECORD.write_text(json.dumps({"tensorflow": tf.__version__, "sources": list(SOURCES)},
-                                           indent=2) + "\n")
+        write_json_atomic(BUILD_RECORD, {"tensorflow": tf.__version__, "sources": list(SOURCES)})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return LIBRARY

@@ -22,6 +22,7 @@ LAYERS: Tuple[str, ...] = (
     "utils",         # atomic file writes, the machine record, allocator, op profile
     "compat",        # tf and Keras 2, for everything above
     "config",        # config keys, types, presets; ConfigError
+    "config_usage",  # which config keys each mode uses: the refusal table (tf_nmt.config_usage)
     "ops",           # the C++ op library and its Python wrappers
     "data",          # corpus, vocabulary, tokenizer, tf.data pipeline
     "models",        # Transformer, GNMT, their layers; the activation quantiser (activation_quant)

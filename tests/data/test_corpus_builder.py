@@ -122,3 +122,17 @@ def test_unpack_without_dpkg_deb_reads_ar_and_tar(tmp_path, monkeypatch):
     root = debian.unpack_deb(deb, tmp_path / "unpacked" / "trans-de-en")
     assert (root / "usr/share/trans/de-en").read_text() == "Haus {n} :: house\n"
     assert (root / ".unpacked").exists()
+
+
+def test_unparsable_source_pages_are_counted_in_stats_and_said(tmp_path, fake_debs):
+    help_dir = fake_debs["gnome-user-docs"] / "usr/share/help"
+    (help_dir / "C" / "broken.page").write_text("<page><p>unclosed", encoding="utf-8")
+    (help_dir / "de" / "broken.page").write_text("<page><p>offen", encoding="utf-8")
+    logs = []
+    stats = prepare_corpus(tmp_path / "data", dev_size=2, test_size=3, seed=5, log=logs.append)
+    assert stats["source_dropped"]["gnome"] == {"unparsable_page": 2}
+    assert stats["source_dropped"]["ding"] == {}
+    assert json.loads((tmp_path / "data" / "corpus" / "stats.json").read_text())["source_dropped"] \
+        == stats["source_dropped"]
+    assert any(line.strip().startswith("gnome") and "2 dropped (unparsable_page)" in line
+               for line in logs), logs

@@ -62,3 +62,17 @@ def test_gnome_pages_align_despite_translator_credits():
     assert got >= {("Learn the basics.", "Die Grundlagen lernen."), ("Getting started", "Erste Schritte"),
                    ("Press Enter.", "Drücken Sie die Eingabetaste.")}
     assert not any("Übersetzer" in de for _, de in got)
+
+
+def test_gnome_counts_unparsable_pages(tmp_path):
+    import shutil
+    from collections import Counter
+
+    help_dir = tmp_path / "pkg" / gnome_docs.HELP_ROOT
+    shutil.copytree(FIXTURES / "gnome", help_dir)
+    (help_dir / "C" / "broken.page").write_text("<page><title>Broken</title>", encoding="utf-8")
+    (help_dir / "de" / "broken.page").write_text("<page><title>Kaputt</title></page>", encoding="utf-8")
+    dropped = Counter()
+    pairs = list(gnome_docs.extract([tmp_path / "pkg"], dropped))
+    assert ("Getting started", "Erste Schritte") in {(p.en, p.de) for p in pairs}
+    assert dropped == Counter({gnome_docs.UNPARSABLE: 1})

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Any, List, Tuple
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"(-?[\d,]*\.?\d+)\s*(x|×|%|)\**\s*<!-- fig (\S+) (\S+?)(?: ([*/])(\d+(?:\.\d+)?))? -->")

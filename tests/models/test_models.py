@@ -45,9 +45,19 @@ def test_output_projection_is_tied_to_the_embedding(model):
     assert [tuple(v.shape)[0] for v in vocab_matrices] == [VOCAB]
 
 
-def test_dropout_only_in_training(model):
+def test_dropout_only_in_training(model, request):
     x = batch()
-    np.testing.assert_array_equal(model(x, training=False).numpy(), model(x, training=False).numpy())
+    inference = model(x, training=False).numpy()
+    np.testing.assert_array_equal(model(x, training=False).numpy(), inference)  # deterministic
+    tf.random.set_seed(1)  # the draws below are reproducible; still two different masks
+    first, second = model(x, training=True).numpy(), model(x, training=True).numpy()
+    if CONFIGS[request.node.callspec.params["model"]][1]["dropout"] > 0:
+        assert not np.allclose(first, inference, atol=1e-6)  # training drops units
+        assert not np.allclose(first, second, atol=1e-6)  # afresh in every call
+    else:  # no dropout configured: training and inference compute the same
+        np.testing.assert_allclose(first, inference, atol=1e-6)
+        np.testing.assert_allclose(second, inference, atol=1e-6)
+    np.testing.assert_array_equal(model(x, training=False).numpy(), inference)  # nothing stuck
 
 
 def test_decode_step_matches_teacher_forcing(model):

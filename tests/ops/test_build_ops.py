@@ -241,3 +241,23 @@ def test_loaded_library_registers_no_experiment_ops():
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {"LowprecMatMul", "LowprecEncode", "GradDrop"} <= set(found["ops"])  # the listing works
     assert not [op for op in found["ops"] + found["kernels"] if op.startswith(EXPERIMENT_OP_PREFIXES)]
+
+
+def test_corrupt_build_record_is_reported_not_read_as_no_record(monkeypatch, tmp_path):
+    from tf_nmt.ops import loader
+
+    monkeypatch.setenv("TF_NMT_OPS_LIBRARY", str(tmp_path / "_tf_nmt_ops.so"))
+    assert loader.build_record()["status"] == "missing"
+    record = tmp_path / "_tf_nmt_ops.build.json"
+    record.write_text('{"cuda": false, "cuda_status": "fail')  # a truncated write
+    found = loader.build_record()
+    assert found["status"] == "unreadable" and "JSONDecodeError" in found["error"]
+    with pytest.warns(RuntimeWarning, match=r"_tf_nmt_ops\.build\.json is unreadable \(JSONDecodeError"):
+        loader._warn_if_cuda_fell_back()
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        assert loader.build_info() == {} and not loader.gpu_kernels_built()
+    library = loader.library_record()
+    assert library["build_record"]["status"] == "unreadable"
+    assert library["build_record"]["path"] == str(record)
+    record.write_text("[1, 2]")
+    assert loader.build_record()["status"] == "unreadable"

@@ -6,7 +6,11 @@ from tests.training.test_async_trainer import TINY
 
 
 @pytest.mark.parametrize("override, message", [
-    ("train.elastic_commit_every=7", "elastic_commit_every is used only by elastic training"),
+    ("train.elastic_commit_every=7", "elastic_commit_every=7 would be ignored: .*used only by "
+                                     "elastic training"),
+    ("train.decay_every=5", "decay_every=5 would be ignored: train.schedule=warmup_inverse_sqrt"),
+    ("train.quantize_kind=fixed", "quantize_kind='fixed' would be ignored: .*quantize_bits > 0"),
+    ("train.init_embeddings=exclude", "init_embeddings='exclude' would be ignored: .*init_from"),
     ("data.length_bucket_width=-2", "bucket width must be >= 0"),
     ("train.steps_per_execution=0", "steps_per_execution must be >= 1"),
     ("train.steps_per_execution=3", "must divide train.steps_per_cycle=250, train.log_every=50$"),

@@ -61,3 +61,69 @@ def test_error_summary_drops_the_call_stack_and_is_bounded():
     assert summary.startswith("Graph execution error: Detected at node StatefulPartitionedCall")
     assert "File" not in summary and BROKEN["horovod"] in summary
     assert len(elastic.error_summary("x" * 1000)) == 400
+
+
+# Issue 45: classified by type where Horovod gives one, and the rollbacks are bounded.
+from horovod.common.exceptions import HostsUpdatedInterrupt  # noqa: E402
+
+
+def test_a_mismatch_between_ranks_is_fatal_even_when_it_names_horovod():
+    # Horovod reports disagreeing ranks as a precondition error; it repeats after any rollback.
+    error = tf.errors.FailedPreconditionError(
+        None, None, "Mismatched Horovod allreduce tensor shapes: One rank sent a tensor of "
+                    "shape [4], but another rank sent a tensor of shape [5]")
+    assert elastic.failure_kind(error) == elastic.FATAL
+    with pytest.raises(RuntimeError, match="training failed .*Mismatched"):
+        elastic.run_attempt(raising(error), print, elastic.RollbackLimit(3))
+
+
+def test_horovods_own_exceptions_are_classified_by_type():
+    assert elastic.failure_kind(HorovodInternalError("allreduce failed")) == elastic.WORKER_LOST
+    assert elastic.failure_kind(HostsUpdatedInterrupt(False)) == elastic.HOSTS_UPDATED
+    assert elastic.failure_kind(ValueError("Horovod")) == elastic.FATAL  # text alone: no
+    assert elastic.failure_kind(tf.errors.UnavailableError(None, None, "gloo: peer gone")) \
+        == elastic.WORKER_LOST
+
+
+def test_a_host_update_passes_through_uncounted_and_a_python_error_unchanged():
+    limit = elastic.RollbackLimit(1)
+    with pytest.raises(HostsUpdatedInterrupt):
+        elastic.run_attempt(raising(HostsUpdatedInterrupt(True)), print, limit)
+    with pytest.raises(KeyError):
+        elastic.run_attempt(raising(KeyError("x")), print, limit)
+    assert limit.in_a_row == 0
+
+
+def test_rollbacks_from_the_same_commit_are_bounded():
+    limit, said = elastic.RollbackLimit(2), []
+    for _ in range(2):
+        limit.started(100)
+        with pytest.raises(HorovodInternalError):
+            elastic.run_attempt(raising(op_error(BROKEN["gloo"])), said.append, limit)
+    assert "(2 of at most 3 tries from this commit)" in said[-1]
+    limit.started(100)
+    with pytest.raises(RuntimeError, match=r"giving up after 2 rollbacks in a row to committed "
+                       r"step 100 .*elastic_max_retries=2.*Timed out waiting") as info:
+        elastic.run_attempt(raising(op_error(BROKEN["gloo"])), said.append, limit)
+    assert not isinstance(info.value, HorovodInternalError)
+
+
+def test_progress_between_losses_starts_the_count_again():
+    limit = elastic.RollbackLimit(1)
+    for step in (0, 50, 100, 150):  # a worker lost now and then: training gets past each commit
+        limit.started(step)
+        with pytest.raises(HorovodInternalError):
+            elastic.run_attempt(raising(HorovodInternalError("lost")), print, limit)
+    # A failure before the attempt got as far as its commit (no step known) counts as no progress.
+    with pytest.raises(RuntimeError, match="giving up after 1 rollbacks"):
+        elastic.run_attempt(raising(HorovodInternalError("lost")), print, limit)
+
+
+def test_the_limit_is_a_checked_config_key():
+    from tf_nmt.config import Config, ConfigError
+
+    cfg = Config()
+    assert cfg.train.elastic_max_retries >= 1
+    cfg.train.comm, cfg.train.elastic_max_retries = "dense", 0
+    with pytest.raises(ConfigError, match="elastic_max_retries=0"):
+        elastic.check_elastic_config(cfg)

@@ -1,4 +1,6 @@
 """ProgressLogger's rate: measured target tokens, total over workers and per worker."""
+import re
+
 import numpy as np
 import pytest
 
@@ -26,6 +28,32 @@ def test_single_worker_line_has_no_per_rank_part():
     entry = logger.history[0]
     assert entry["tokens_per_s"] == pytest.approx(entry["tokens_per_s_per_rank"])
     assert entry["tokens_per_s"] == pytest.approx(2 * 2 * 3 / (entry["s_per_step"] * 2))
+
+
+def test_step_limit_line_shows_step_of_total():
+    lines = []
+    fit_with(ProgressLogger(2, 4, log=lines.append))
+    assert [line.split(" | ")[0] for line in lines] == ["step      2/4", "step      4/4"]
+
+
+def test_time_budgeted_line_shows_minutes_of_the_budget_not_the_step_cap():
+    """A time-budgeted run (the quickstart: a huge step cap, the budget ends it) shows its
+    training time against the budget; the cap is no target and is not shown."""
+    lines = []
+    fit_with(ProgressLogger(2, 1_000_000, log=lines.append, time_budget_minutes=45))
+    assert len(lines) == 2
+    for line, step in zip(lines, (2, 4)):
+        where = line.split(" | ")[0]
+        assert re.fullmatch(rf"step +{step}, \d+\.\d/45 min", where), line
+        assert "1000000" not in line
+    assert "/4.5 min" in _first(ProgressLogger(4, 10, log=None, time_budget_minutes=4.5))
+
+
+def _first(logger):
+    lines = []
+    logger.log = lines.append
+    fit_with(logger)
+    return lines[0]
 
 
 def test_several_steps_per_call_log_once_past_each_multiple():

@@ -17,7 +17,6 @@ bit what evaluation computes with the C++ op, so the SavedModel needs no tf_nmt 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from tf_nmt.compat import keras, tf
@@ -25,7 +24,7 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.models.activation_quant import use_engine
-from tf_nmt.utils.io import replace_directory_atomically
+from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 
 class Translator(tf.Module):
@@ -61,7 +60,7 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
     if export_dir.exists() and not overwrite:
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     export_dir.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.tmp."))
+    staged = staging_directory(export_dir)
     try:
         with use_engine("emulated-stock"):  # stock ops only: loads without the tf_nmt op library
             tf.saved_model.save(translator, str(staged / "model"),

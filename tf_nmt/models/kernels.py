@@ -10,7 +10,7 @@ get TensorFlow's and float32 logits, so SavedModels never need the custom-op lib
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Optional, Tuple
 
 from tf_nmt.compat import tf
 from tf_nmt.config import ConfigError
@@ -36,25 +36,39 @@ def resolve_kernel(key: str, kernel: str = "auto", jit_compile: bool = False) ->
     (the ops are CPU-only) and the CPU has the op's vector loops (:data:`VECTOR_ISAS`: AVX2 + FMA
     or AVX-512); XLA (``jit_compile``) cannot
     compile custom ops, so it takes ``tf`` there. ``fused`` asked for where it cannot run is a
-    ConfigError, not a silent fallback.
+    ConfigError, not a silent fallback. :func:`kernel_choice` also says why ``auto`` took ``tf``.
     """
+    return kernel_choice(key, kernel, jit_compile)[0]
+
+
+def kernel_choice(key: str, kernel: str = "auto", jit_compile: bool = False
+                  ) -> Tuple[str, Optional[str]]:
+    """(:func:`resolve_kernel`'s kernel, why ``auto`` fell back to ``tf``, else None)."""
     from tf_nmt.ops import isa
-    from tf_nmt.ops.loader import BUILD_HINT, ops_available
+    from tf_nmt.ops.loader import BUILD_HINT, load_error, ops_available
 
     if kernel not in KERNEL_SETTINGS:
         raise ConfigError(f"train.{key} must be one of {KERNEL_SETTINGS}, got {kernel!r}")
     if kernel == "tf":
-        return "tf"
+        return "tf", None
     if kernel == "fused":
         if jit_compile:
             raise ConfigError(f"train.{key}=fused is a custom op, which XLA cannot compile: use "
                               f"train.{key}=tf (or auto) with train.jit_compile=true")
         if not ops_available():
             raise ConfigError(f"train.{key}=fused needs the custom-op library. {BUILD_HINT}")
-        return "fused"
-    fast = (not jit_compile and isa.cpu_isa() in VECTOR_ISAS[key] and ops_available()
-            and not tf.config.list_physical_devices("GPU"))
-    return "fused" if fast else "tf"
+        return "fused", None
+    if jit_compile:
+        return "tf", "XLA (train.jit_compile) cannot compile custom ops"
+    cpu = isa.cpu_isa()
+    if cpu not in VECTOR_ISAS[key]:
+        return "tf", f"the CPU has no vector loops for the op (ISA {cpu}; needs AVX2 + FMA or AVX-512)"
+    error = load_error()
+    if error is not None:
+        return "tf", f"the op library failed to load: {' '.join(error.split())}"
+    if tf.config.list_physical_devices("GPU"):
+        return "tf", "a GPU is visible (the ops are CPU-only)"
+    return "fused", None
 
 
 @contextlib.contextmanager

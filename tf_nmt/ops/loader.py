@@ -11,7 +11,7 @@ import json
 import os
 import warnings
 from types import ModuleType
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from tf_nmt.compat import tf
 
@@ -32,14 +32,38 @@ def build_info_path() -> str:
     return os.path.splitext(library_path())[0] + ".build.json"
 
 
-def build_info() -> Dict[str, Any]:
-    """The build record (``cuda``, ``cuda_status``, ``reason``, ...); ``{}`` when there is none."""
+def build_record() -> Dict[str, Any]:
+    """The build record as found: ``{"path": ..., "status": "ok", "record": {...}}``, status
+    ``"missing"`` when there is no file, or ``"unreadable"`` with ``"error"`` (the OS or parse
+    error) when it cannot be read or is not a JSON object, which is not the same as no record."""
+    path = build_info_path()
     try:
-        with open(build_info_path()) as handle:
+        with open(path) as handle:
             info = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
+    except FileNotFoundError:
+        return {"path": path, "status": "missing"}
+    except (OSError, ValueError) as err:
+        return {"path": path, "status": "unreadable", "error": f"{type(err).__name__}: {err}"}
+    if not isinstance(info, dict):
+        return {"path": path, "status": "unreadable",
+                "error": f"not a JSON object but a {type(info).__name__}"}
+    return {"path": path, "status": "ok", "record": info}
+
+
+def build_info() -> Dict[str, Any]:
+    """The build record (``cuda``, ``cuda_status``, ``reason``, ...); ``{}`` when there is none
+    or it is unreadable (warned: :func:`build_record` says which)."""
+    found = build_record()
+    if found["status"] == "unreadable":
+        _warn_unreadable_record(found)
+    return found.get("record", {})
+
+
+def _warn_unreadable_record(found: Dict[str, Any]) -> None:
+    warnings.warn(
+        f"tf-nmt custom-op build record {found['path']} is unreadable ({found['error']}): whether "
+        "the library holds its CUDA kernels, and whether their build failed, is unknown. "
+        f"Rebuild the library to rewrite it. {BUILD_HINT}", RuntimeWarning, stacklevel=3)
 
 
 def gpu_kernels_built() -> bool:
@@ -48,7 +72,10 @@ def gpu_kernels_built() -> bool:
 
 
 def _warn_if_cuda_fell_back() -> None:
-    info = build_info()
+    found = build_record()
+    if found["status"] == "unreadable":
+        _warn_unreadable_record(found)
+    info = found.get("record", {})
     if info.get("cuda_status") == "failed":
         reason = str(info.get("reason", "")).strip().splitlines()
         warnings.warn(
@@ -82,3 +109,25 @@ def ops_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def load_error() -> Optional[str]:
+    """Why the library does not load (the ImportError's text), or None when it loads."""
+    try:
+        load_ops()
+    except ImportError as err:
+        return str(err)
+    return None
+
+
+def library_record() -> Dict[str, Any]:
+    """What a run records about the op library: its path, whether it loaded (else the load
+    error) and its build record (:func:`build_record`: CUDA built, status and reason)."""
+    error = load_error()
+    found = build_record()
+    info = found.pop("record", {})
+    found.update({key: info[key] for key in ("cuda", "cuda_status", "tensorflow") if key in info})
+    if info.get("reason"):
+        found["reason"] = str(info["reason"]).strip().splitlines()[0]
+    return {"path": library_path(), "loaded": error is None, "load_error": error,
+            "build_record": found}

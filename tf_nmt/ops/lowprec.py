@@ -125,3 +125,17 @@ def dense(x, w_codes, x_scale, w_scale, variant: str, w_layout: str = "kn",
 def simd_available() -> bool:
     """True when this CPU runs the AVX-512 F/BW/VBMI/VNNI kernels."""
     return bool(load_ops().lowprec_simd_available().numpy())
+
+
+def resolved_impl(impl: str = "auto") -> str:
+    """``"simd"`` or ``"scalar"``: the code path :func:`matmul` / :func:`matmul_accumulators`
+    take with ``impl`` now (their kernels' own resolution, ``$TF_NMT_LOWPREC_SCALAR`` included)."""
+    simd, _ = load_ops().lowprec_resolve_impl(impl=_choice(impl, IMPLS, "impl"))
+    return "simd" if bool(simd.numpy()) else "scalar"
+
+
+def scalar_forced_by_env() -> bool:
+    """True when ``$TF_NMT_LOWPREC_SCALAR`` makes ``impl="auto"`` take the scalar loop (as the
+    kernels read it, on any CPU)."""
+    _, allowed = load_ops().lowprec_resolve_impl()
+    return not bool(allowed.numpy())

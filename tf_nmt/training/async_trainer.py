@@ -18,18 +18,17 @@ from typing import Any, Callable, Dict
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
+from tf_nmt.config_usage import USAGE, check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.distributed.async_sgd import train_async
 from tf_nmt.distributed.downpour import requested as downpour_requested
 from tf_nmt.distributed.ps_cluster import LocalPSCluster
-from tf_nmt.models.dropout import resolve_dropout_kernel
 from tf_nmt.models.kernels import use_kernels
-from tf_nmt.models.layer_norm import resolve_norm_kernel
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
 from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model, run_meta
-from tf_nmt.training import schedules
+from tf_nmt.training import runtime, schedules
 from tf_nmt.training.checkpoints import make_manager
 from tf_nmt.utils.io import write_json_atomic
 
@@ -56,6 +55,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
                           "they exclude --synchronous and --refresh-every")
     t = cfg.train
     check_async_config(t)
+    check_given(cfg, "train-async")  # what the user gave, default values too
     check_data_config(cfg.data)
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
@@ -63,8 +63,12 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     corpus = encode_corpus(load_train_pairs(data_dir, cfg.data.oversample), tokenizer)
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
 
-    kernels = {"dropout": resolve_dropout_kernel(t.dropout_kernel),
-               "norm": resolve_norm_kernel(t.norm_kernel), "loss": loss_object.kernel}
+    choices = runtime.resolve_kernels(t)  # (kernel, why auto fell back to tf) per kernel
+    kernels = {name: kernel for name, (kernel, _why) in choices.items()}
+    fallbacks = {name: why for name, (_kernel, why) in choices.items() if why}
+    _policy, policy_record = runtime.choose_policy(t.mixed_precision)  # float32: refused else
+    runtime.log_fallbacks(fallbacks, policy_record, log)
+    started = runtime.runtime_record(t, kernels, fallbacks, policy_record, resuming=False)
 
     def build():
         with use_kernels(**kernels):
@@ -102,7 +106,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
         run.root.mkdir(parents=True, exist_ok=True)
         tokenizer.save(run.vocab_path)
         cfg.save(run.config_path)
-        run.write_meta(run_meta(cfg, tokenizer, workers))
+        run.write_meta(runtime.with_runtime(run_meta(cfg, tokenizer, workers), None, started))
         make_manager(tf.train.Checkpoint(model=model), run.checkpoints, 1).save(
             checkpoint_number=t.train_steps)
         report = dict(out["report"])
@@ -122,20 +126,12 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
 
 
 def check_async_config(t: TrainConfig) -> None:
-    """Refuse every train.* setting that async training would otherwise silently ignore."""
+    """Refuse every train.* setting that async training would otherwise silently ignore, when it
+    differs from its default (:func:`tf_nmt.config_usage.check_given` refuses them when given at
+    all): the keys :data:`tf_nmt.config_usage.USAGE` does not mark as used by train-async."""
     defaults = TrainConfig()
-    unsupported = {
-        "optimizer": "it trains with Adam (train.beta_1/beta_2/epsilon)",
-        "backward_passes_per_step": "workers accumulate locally with --n-push",
-        "mixed_precision": "it trains in float32",
-        "comm": "gradients go to the parameter server, not through Horovod",
-        "quantize_bits": "it does not re-train under quantisation",
-        "quantize_activations_bits": "it does not quantise matmul inputs",
-        "init_from": "it starts from a fresh initialisation",
-        "schedule_implementation": "the schedule runs on the parameter server in Python",
-        "time_budget_minutes": "it runs train.train_steps updates; there is no time budget",
-        "steps_per_execution": "a worker pushes after each step (several: --n-push)",
-    }
+    unsupported = {dotted.split(".", 1)[1]: usage.off for dotted, usage in USAGE.items()
+                   if dotted.startswith("train.") and "train-async" not in usage.modes}
     for key, why in unsupported.items():
         if getattr(t, key) != getattr(defaults, key):
             raise ConfigError(f"train.{key}={getattr(t, key)!r} is not supported by train-async "

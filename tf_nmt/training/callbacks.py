@@ -52,6 +52,10 @@ def read_progress_log(path: Union[str, Path]) -> List[Dict[str, Any]]:
 class ProgressLogger(keras.callbacks.Callback):
     """Prints ``step | loss | lr | tokens/s | s/step`` every ``every`` steps.
 
+    The step reads ``step 1250/5000`` against the step limit ``total_steps``, or, when training
+    is time-budgeted (``time_budget_minutes > 0``: the budget ends it, the step limit is only a
+    cap), ``step 1250, 12.3/45 min``: this invocation's training time against the budget.
+
     Tokens are the non-pad target tokens counted by the ``tokens`` metric (reset per epoch), so
     the rate is measured, not estimated from the budget. With ``world_size > 1`` the line shows
     the total rate of all workers and the rate per worker: ``sum_across_ranks`` (called on every
@@ -71,9 +75,11 @@ class ProgressLogger(keras.callbacks.Callback):
     def __init__(self, every: int, total_steps: int, log: Callable[[str], None] = print,
                  world_size: int = 1,
                  sum_across_ranks: Optional[Callable[[float], float]] = None,
-                 jsonl_path: Optional[Union[str, Path]] = None) -> None:
+                 jsonl_path: Optional[Union[str, Path]] = None,
+                 time_budget_minutes: float = 0.0) -> None:
         super().__init__()
         self.every, self.total_steps, self.log, self.world_size = every, total_steps, log, world_size
+        self.time_budget_minutes = time_budget_minutes
         self.sum_across_ranks = sum_across_ranks
         self.jsonl_path = Path(jsonl_path) if jsonl_path is not None else None
         self.history: List[Dict[str, Any]] = []
@@ -127,7 +133,12 @@ class ProgressLogger(keras.callbacks.Callback):
                           "elapsed_s": now - self._train_t0,
                           "cpu_s": time.process_time() - self._train_cpu0})
         per_rank = f" ({rate / self.world_size:,.0f}/rank)" if self.world_size > 1 else ""
-        self.log(f"step {step:>6}/{self.total_steps} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
+        if self.time_budget_minutes > 0:
+            where = (f"step {step:>6}, {(now - self._train_t0) / 60:.1f}/"
+                     f"{self.time_budget_minutes:g} min")
+        else:
+            where = f"step {step:>6}/{self.total_steps}"
+        self.log(f"{where} | loss {entry['loss']:.4f} | lr {entry['lr']:.2e} "
                  f"| {rate:,.0f} tgt tok/s{per_rank} | {entry['s_per_step']:.3f} s/step")
         self._t0, self._tokens0, self._step0 = now, tokens, step
 
@@ -237,8 +248,12 @@ class TimeBudget(keras.callbacks.Callback):
         self.agree, self.every = agree, every
         self.stopped_early = False
 
+    def _now(self) -> float:
+        """Seconds on the budget's clock (the wall clock; a test may count steps instead)."""
+        return time.perf_counter()
+
     def on_train_begin(self, logs=None):
-        self._start, self._batches = time.perf_counter(), 0
+        self._start, self._batches = self._now(), 0
         if self.clock is not None:
             self.clock.assign(0.0)
 
@@ -246,7 +261,7 @@ class TimeBudget(keras.callbacks.Callback):
         self._batches += 1
         if self.seconds <= 0 or self._batches % self.every:
             return
-        elapsed = time.perf_counter() - self._start
+        elapsed = self._now() - self._start
         if self.agree is not None:
             elapsed = self.agree(elapsed)
         if self.clock is not None:  # the rate of the steps to come

@@ -15,7 +15,6 @@ rank from its own (:func:`restore_training_state`).
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
@@ -25,7 +24,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.errors import UserError
-from tf_nmt.utils.io import replace_directory_atomically
+from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
 
@@ -65,30 +64,59 @@ def _min_over_ranks(value: int, ctx: DistContext, name: str) -> int:
     return int(ctx.hvd.allreduce(tf.constant(value, tf.int64), op=ctx.hvd.Min, name=name).numpy())
 
 
+def _missing_ranks(held: bool, ctx: DistContext) -> List[int]:
+    """The ranks (all of them agree) whose ``held`` is False."""
+    if not ctx.distributed:
+        return [] if held else [ctx.rank]
+    flags = np.zeros(ctx.size, np.int64)
+    flags[ctx.rank] = 0 if held else 1
+    total = ctx.hvd.allreduce(tf.constant(flags), op=ctx.hvd.Sum, name="resume_missing").numpy()
+    return [rank for rank, flag in enumerate(total) if flag]
+
+
 def restore_training_state(checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager,
                            rank_manager: Optional[tf.train.CheckpointManager], ctx: DistContext,
-                           log: Callable[[str], None] = print) -> str:
+                           log: Callable[[str], None] = print,
+                           world_size_changed: bool = False) -> str:
     """Restore ``checkpoint`` for a resume (every rank calls it); returns the prefix restored.
 
     With ``rank_manager`` every rank restores its own checkpoint of the newest step all ranks
     hold (agreed by an allreduce; after a crash between two ranks' saves that is the step
-    before). When some rank has none (a run written before per-rank checkpoints, or with
-    another world size), every rank restores the chief's newest checkpoint, i.e. rank 0's
-    state, GradDrop residuals included, and the chief says so. Without ``rank_manager`` every
-    rank restores the checkpoint the chief sees as newest (its step is broadcast): a rank that
-    looked at the shared directory itself could see an older one (a save still being written,
-    a network file system's cache) and skip a different number of batches.
+    before). A rank that does not hold it (no checkpoints of its own: a run written before
+    per-rank checkpoints or with another ``train.comm``; or not that step) is a UserError naming
+    the rank and the file, raised on every rank: restoring rank 0's state there would silently
+    hand it rank 0's GradDrop residuals and local model. Only where the world size changed
+    (``world_size_changed``: ``--allow-world-size-change`` or an elastic resize), and the ranks'
+    own states cannot carry over, does every rank restore the chief's newest checkpoint, i.e.
+    rank 0's state, and the chief says so. Without ``rank_manager`` every rank restores the
+    checkpoint the chief sees as newest (its step is broadcast): a rank that looked at the
+    shared directory itself could see an older one (a save still being written, a network file
+    system's cache) and skip a different number of batches.
     """
     if rank_manager is not None:
-        step = _min_over_ranks(step_of(rank_manager.latest_checkpoint), ctx, "resume_step")
+        own = step_of(rank_manager.latest_checkpoint)
+        step = _min_over_ranks(own, ctx, "resume_step")
         prefix = str(Path(rank_manager.directory) / f"ckpt-{step}")
-        held = step >= 0 and Path(f"{prefix}.index").is_file()
-        if _min_over_ranks(int(held), ctx, "resume_held"):
+        # step -1: some rank has none at all (those are named), else the ranks without that step
+        held = Path(f"{prefix}.index").is_file() if step >= 0 else own >= 0
+        missing = _missing_ranks(held, ctx)
+        if not missing:
             checkpoint.restore(prefix).assert_existing_objects_matched()
             return prefix
-        log("not every rank has checkpoints of its own under "
-            f"{Path(rank_manager.directory).parent}/{RANK_DIR.format(rank='<r>')}: every rank "
-            "resumes from rank 0's state (its GradDrop residuals and local model included)")
+        checkpoints = Path(rank_manager.directory).parent
+        if not world_size_changed:
+            files = ", ".join(str(rank_directory(checkpoints, r) / f"ckpt-{step}.index")
+                              if step >= 0 else f"{rank_directory(checkpoints, r)}/ (no checkpoint)"
+                              for r in missing)
+            raise UserError(
+                f"cannot resume exactly: rank(s) {', '.join(map(str, missing))} have no checkpoint "
+                f"of their own{f' for step {step}' if step >= 0 else ''} ({files}); every rank "
+                "must restore its own state "
+                "(GradDrop residuals, local model, BMUF's W and Δ), not rank 0's. Resume with the "
+                "train.comm the run was written with, or start a new --run-dir")
+        log(f"the world size changed, so the ranks' own checkpoints under {checkpoints}/"
+            f"{RANK_DIR.format(rank='<r>')} do not carry over: every rank resumes from rank 0's "
+            "state (its GradDrop residuals and local model included)")
     prefix = manager.latest_checkpoint
     if ctx.distributed:
         step = chief_value(step_of(prefix), ctx, "resume_chief_step")
@@ -129,7 +157,7 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([(t / len(prefixes)).astype(np.float32) for t in total])
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}."))
+    tmp = staging_directory(output_dir)
     try:
         manager = make_manager(tf.train.Checkpoint(model=model), tmp, keep=1)
         manager.save(checkpoint_number=0)

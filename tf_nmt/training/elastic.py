@@ -64,6 +64,8 @@ def check_elastic_config(cfg: Config) -> None:
         problems.append("train.time_budget_minutes (the budget would restart at every reset)")
     if t.elastic_commit_every < 1:
         problems.append(f"train.elastic_commit_every={t.elastic_commit_every} (must be >= 1)")
+    if t.elastic_max_retries < 1:
+        problems.append(f"train.elastic_max_retries={t.elastic_max_retries} (must be >= 1)")
     if problems:
         raise ConfigError("--elastic cannot honour " + "; ".join(problems))
 
@@ -170,6 +172,7 @@ class ElasticTraining:
         self.cfg, self.run_dir, self.state, self.hvd = cfg, Path(run_dir), state, hvd
         self.hvd_elastic, self.log = hvd_elastic, log
         self.attempts = 0
+        self.limit = RollbackLimit(cfg.train.elastic_max_retries)
 
     def context(self) -> distributed.DistContext:
         hvd = self.hvd
@@ -187,6 +190,7 @@ class ElasticTraining:
         state.adopt(model)
         self.attempts += 1
         step = int(model.optimizer.iterations.numpy())
+        self.limit.started(step)
         peak, warmup = schedules.worker_scaled(t, ctx.size)
         lost = failed_at - step if failed_at is not None else 0
         if before != ctx.size:
@@ -227,6 +231,19 @@ def read_elastic_log(run_dir: Path) -> List[Dict[str, Any]]:
 COLLECTIVE_MARKERS = ("Horovod", GATHER_PREFIX, "gloo", "Connection reset by peer",
                       "Connection closed by peer")
 
+# The op error types a lost worker surfaces as. Horovod's TensorFlow ops turn its C++ status into
+# a plain TensorFlow error: a collective broken by a lost peer (Gloo's exceptions, Horovod's
+# "has been shut down") is an UnknownError, a shut-down mid-op may be Aborted, TensorFlow's own
+# transport says Unavailable or DeadlineExceeded. A disagreement between ranks (mismatched shapes,
+# dtypes or op names: Horovod's PRECONDITION_ERROR / INVALID_ARGUMENT) arrives as
+# FailedPrecondition or InvalidArgument and would repeat after every rollback, so it is never one.
+WORKER_LOSS_OP_ERRORS = (tf.errors.UnknownError, tf.errors.AbortedError,
+                         tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
+
+WORKER_LOST = "worker lost"      # roll back to the last commit and go on (bounded)
+HOSTS_UPDATED = "hosts updated"  # Horovod's own reset for a changed host set, no rollback
+FATAL = "fatal"                  # end the job with the error
+
 
 def error_summary(text: str, limit: int = 400) -> str:
     """An op error's message on one line: its own lines, without TensorFlow's indented
@@ -237,34 +254,106 @@ def error_summary(text: str, limit: int = 400) -> str:
 
 
 def is_collective_failure(error: BaseException) -> bool:
-    """Whether an op error comes from a Horovod collective broken by a lost worker."""
+    """Whether an op error's text names a Horovod collective or its transport."""
     message = str(getattr(error, "message", "") or error)
     return any(marker in message for marker in COLLECTIVE_MARKERS)
 
 
-def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None]) -> TrainResult:
-    """Run one attempt; a broken collective becomes ``HorovodInternalError`` (roll back and go
-    on), any other op error a ``RuntimeError`` that ends the job with its message.
+def failure_kind(error: BaseException) -> str:
+    """:data:`WORKER_LOST`, :data:`HOSTS_UPDATED` or :data:`FATAL` for an attempt's error.
+
+    By type where Horovod raises its own (``HorovodInternalError`` from its Python-side
+    collectives and state sync, ``HostsUpdatedInterrupt`` from a commit that saw the host set
+    change), as ``horovod.common.elastic.run_fn`` does. The text is consulted only for an op
+    error of a :data:`WORKER_LOSS_OP_ERRORS` type: inside a graph Horovod's failure reaches Python
+    as TensorFlow's generic ``UnknownError`` (no Horovod type crosses the op boundary), which any
+    other runtime fault may raise too, so only its text says that a collective broke.
+    """
+    from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: PLC0415
+
+    if isinstance(error, HostsUpdatedInterrupt):
+        return HOSTS_UPDATED
+    if isinstance(error, HorovodInternalError):
+        return WORKER_LOST
+    if isinstance(error, WORKER_LOSS_OP_ERRORS) and is_collective_failure(error):
+        return WORKER_LOST
+    return FATAL
+
+
+class RollbackLimit:
+    """Counts rollbacks in a row that resume from the same committed step: a worker lost now and
+    then lets training go on between losses (the count starts again), a fault that recurs
+    before the next commit does not, and ends the job after ``max_retries`` rollbacks."""
+
+    def __init__(self, max_retries: int) -> None:
+        self.max_retries = int(max_retries)
+        self.start_step: Optional[int] = None  # the committed step the running attempt began at
+        self.failed_from: Optional[int] = None  # ... that the last failed attempt began at
+        self.in_a_row = 0
+
+    def started(self, step: int) -> None:
+        self.start_step = int(step)
+
+    def failed(self) -> int:
+        """Count a failed attempt; returns the failures in a row from the same commit."""
+        step, self.start_step = self.start_step, None
+        progressed = (step is not None and self.failed_from is not None
+                      and step > self.failed_from)
+        self.in_a_row = 1 if self.in_a_row == 0 or progressed else self.in_a_row + 1
+        if step is not None:
+            self.failed_from = step
+        return self.in_a_row
+
+    @property
+    def exhausted(self) -> bool:
+        return self.in_a_row > self.max_retries
+
+
+def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None],
+                limit: Optional[RollbackLimit] = None) -> TrainResult:
+    """Run one attempt. A lost worker (see :func:`failure_kind`) becomes
+    ``HorovodInternalError`` (roll back and go on) until ``limit`` is exhausted; a changed host
+    set goes on to Horovod untouched; any other error, and an exhausted limit, ends the job with
+    one ``RuntimeError`` that says why.
 
     Why: Horovod's own wrapper recognises a failed collective only by its default op names and
     returns None for any other ``UnknownError``; ours are named (graddrop_0, ...) and the error
-    may carry only Gloo's text, so the decision is made here, never by Horovod's fallback.
+    may carry only Gloo's text, so the decision is made here, never by Horovod's fallback; and
+    Horovod retries a ``HorovodInternalError`` forever.
     """
     from horovod.common.exceptions import HorovodInternalError  # noqa: PLC0415
 
     try:
         return attempt()
-    except tf.errors.OpError as e:
-        summary = f"{type(e).__name__}: {error_summary(e.message)}"
-        if is_collective_failure(e):
-            log(f"elastic: a collective failed ({summary}); rolling back to the last commit")
-            raise HorovodInternalError(e) from e
-        raise RuntimeError(f"elastic: training failed ({summary})") from e
+    except Exception as e:  # noqa: BLE001 - classified below, re-raised in every branch
+        kind = failure_kind(e)
+        if kind == HOSTS_UPDATED:
+            raise
+        text = e.message if isinstance(e, tf.errors.OpError) else str(e)
+        summary = f"{type(e).__name__}: {error_summary(text)}"
+        if kind == FATAL:
+            if isinstance(e, tf.errors.OpError):
+                raise RuntimeError(f"elastic: training failed ({summary})") from e
+            raise
+        if limit is not None:
+            count = limit.failed()
+            if limit.exhausted:
+                raise RuntimeError(
+                    f"elastic: giving up after {count - 1} rollbacks in a row to committed step "
+                    f"{limit.failed_from} without getting past it (train.elastic_max_retries="
+                    f"{limit.max_retries}); last error: {summary}") from e
+            which = f" ({count} of at most {limit.max_retries + 1} tries from this commit)"
+        else:
+            which = ""
+        log(f"elastic: a collective failed ({summary}); rolling back to the last commit{which}")
+        if isinstance(e, HorovodInternalError):
+            raise
+        raise HorovodInternalError(e) from e
 
 
 def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
     """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
-    plan = validate_config(cfg)
+    plan = validate_config(cfg, mode="train-elastic")
     check_elastic_config(cfg)
     if os.environ.get("HOROVOD_ELASTIC") != "1":
         raise UsageError("--elastic needs an elastic launch: horovodrun --min-np A --max-np B "
@@ -283,7 +372,7 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
 
     def attempt(_state: Any) -> TrainResult:
         return run_attempt(lambda: train(cfg, Path(run_dir), allow_world_size_change=True,
-                                         log=log, hooks=hooks, plan=plan), log)
+                                         log=log, hooks=hooks, plan=plan), log, hooks.limit)
 
     result = hvd_elastic.run(attempt)(state)
     if result is None:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
+from tf_nmt.config_usage import check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
@@ -26,18 +27,15 @@ from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
-from tf_nmt.models.dropout import resolve_dropout_kernel
 from tf_nmt.models.kernels import use_kernels
-from tf_nmt.models.layer_norm import resolve_norm_kernel
-from tf_nmt.models.losses import (LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount,
-                                  resolve_loss_kernel)
+from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
 from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
 from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_rank_manager,
                                          restore_training_state, step_of)
 from tf_nmt.training.optimizers import build_optimizer
-from tf_nmt.training import precision, schedules
+from tf_nmt.training import precision, runtime, schedules
 from tf_nmt.run_dir import RunDir, build_initialised_model, check_resume, run_meta
 
 
@@ -51,6 +49,8 @@ class TrainPlan:
     loss_kernel: str
     dropout_kernel: str
     norm_kernel: str
+    # why ``auto`` took TensorFlow's op, per kernel ("loss", "dropout", "norm") that fell back
+    kernel_fallbacks: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,9 +115,11 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     return model
 
 
-def validate_config(cfg: Config) -> TrainPlan:
+def validate_config(cfg: Config, mode: str = "train") -> TrainPlan:
     """Every ConfigError a run would hit, raised before any data, file or process is touched;
-    returns what it resolved (:class:`TrainPlan`), for the run to pass down."""
+    returns what it resolved (:class:`TrainPlan`), for the run to pass down. ``mode``: the
+    :data:`tf_nmt.config_usage.MODES` entry whose unused given keys are refused."""
+    check_given(cfg, mode)
     check_model_config(cfg.model.kind, cfg.model.hparams)
     check_data_config(cfg.data)
     t = cfg.train
@@ -126,10 +128,11 @@ def validate_config(cfg: Config) -> TrainPlan:
     quant = from_train_config(t)
     check_jit_compile(t)
     check_steps_per_execution(t)
+    kernels = runtime.resolve_kernels(t)
     return TrainPlan(comm=settings, activation_quantization=quant,
-                     loss_kernel=resolve_loss_kernel(t.loss_kernel, t.jit_compile),
-                     dropout_kernel=resolve_dropout_kernel(t.dropout_kernel, t.jit_compile),
-                     norm_kernel=resolve_norm_kernel(t.norm_kernel, t.jit_compile))
+                     loss_kernel=kernels["loss"][0], dropout_kernel=kernels["dropout"][0],
+                     norm_kernel=kernels["norm"][0],
+                     kernel_fallbacks={name: why for name, (_k, why) in kernels.items() if why})
 
 
 def check_jit_compile(t: TrainConfig) -> None:
@@ -232,6 +235,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     train_pairs = load_train_pairs(Path(cfg.data.data_dir), cfg.data.oversample)
     schedule = schedules.from_config(cfg.train, ctx.size)
     meta = run_meta(cfg, tokenizer, ctx.size)
+    saved_world_size = (run.read_meta() or {}).get("world_size", ctx.size)  # before it is rewritten
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
                                                  allow_world_size_change)), ctx, "resume_decision"))
@@ -240,14 +244,21 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                           if resuming else 0)
     transfer.check_strategy(cfg.train.init_embeddings)
     parent = transfer.prepare_run(cfg, tokenizer) if cfg.train.init_from and not resuming else None
+    # What this start runs with (kernels, op library, dtype policy): fallbacks said, and recorded.
+    policy, policy_record = runtime.choose_policy(cfg.train.mixed_precision)
+    runtime.log_fallbacks(plan.kernel_fallbacks, policy_record, chief_log)
     if ctx.is_chief:
         run.root.mkdir(parents=True, exist_ok=True)
         if not run.vocab_path.is_file():
             tokenizer.save(run.vocab_path)
         cfg.save(run.config_path)
-        run.write_meta(meta)
+        used = {"loss": plan.loss_kernel, "dropout": plan.dropout_kernel, "norm": plan.norm_kernel}
+        record = runtime.runtime_record(cfg.train, used, plan.kernel_fallbacks, policy_record,
+                                        resuming=resuming)
+        run.write_meta(runtime.with_runtime(meta, run.read_meta(), record))
 
-    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule, plan=plan)
+    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule, plan=plan,
+                              policy=policy)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     settings = plan.comm
     comm_callbacks = comm.comm_callbacks(  # start in sync, periodic sync, bytes/step
@@ -263,8 +274,10 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     rank_manager = (make_rank_manager(checkpoint, run.checkpoints, ctx.rank,
                                       cfg.train.keep_checkpoints)
                     if settings.rank_checkpoints(ctx.size) else None)
-    if resuming:
-        restore_training_state(checkpoint, manager, rank_manager, ctx, log=chief_log)
+    if resuming:  # the chief's word on a world size change, so that every rank agrees
+        restore_training_state(checkpoint, manager, rank_manager, ctx, log=chief_log,
+                               world_size_changed=bool(chief_value(
+                                   int(saved_world_size != ctx.size), ctx, "world_size_changed")))
     resumed_from = int(model.optimizer.iterations.numpy())
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
@@ -302,7 +315,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         t.log_every, t.train_steps, log=chief_log, world_size=ctx.size,
         sum_across_ranks=((lambda v: distributed.allreduce_sum(v, ctx, name="progress_tokens"))
                           if ctx.distributed else None),
-        jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None)
+        jsonl_path=run.root / cb.PROGRESS_LOG if ctx.is_chief else None,
+        time_budget_minutes=t.time_budget_minutes)
     guard = cb.DivergenceGuard(t.divergence_factor)
     # Ranks agree on the time every log_every steps (one scalar allreduce), so they stop at
     # the same step and a timed cool-down gives them the same rate.

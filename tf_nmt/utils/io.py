@@ -7,9 +7,13 @@ new one.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
+import glob
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Union
@@ -44,16 +48,113 @@ def write_json_atomic(path: PathLike, payload: Mapping[str, Any], indent: int = 
     write_text_atomic(path, json.dumps(payload, indent=indent, sort_keys=True) + "\n")
 
 
+# Staged and set-aside directories are named after their target and the writing process, so the
+# next writer can tell a crashed writer's leftovers (its process is gone) from a live one's.
+STAGED_TAG = "staged"
+ASIDE_TAG = "old"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+# renameat2 answers these where the kernel, the file system or a seccomp filter lacks
+# RENAME_EXCHANGE; the two-rename fallback (recovered by recover_directory) is used instead.
+_NO_EXCHANGE_ERRNOS = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM}
+
+
+def _sidecar_prefix(target: Path, tag: str) -> str:
+    return f".{target.name}.{tag}."
+
+
+def staging_directory(target: PathLike) -> Path:
+    """A new empty directory next to ``target`` to build its replacement in; leftovers of a
+    crashed writer are removed by :func:`recover_directory`."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=target.parent,
+                                 prefix=f"{_sidecar_prefix(target, STAGED_TAG)}{os.getpid()}."))
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _sidecars(target: Path, tag: str) -> list:
+    """``target``'s staged or set-aside directories whose writer is no longer running."""
+    prefix = _sidecar_prefix(target, tag)
+    found = []
+    for path in target.parent.glob(f"{glob.escape(prefix)}*") if target.parent.is_dir() else ():
+        pid = path.name[len(prefix):].split(".", 1)[0]
+        if path.is_dir() and pid.isdigit() and not _process_alive(int(pid)):
+            found.append(path)
+    return sorted(found, key=lambda d: d.stat().st_mtime)
+
+
+def recover_directory(target: PathLike) -> None:
+    """Finish or undo a replacement of ``target`` that a crashed process left half done: a
+    set-aside copy whose target is missing is moved back; other leftovers are removed."""
+    target = Path(target)
+    for aside in reversed(_sidecars(target, ASIDE_TAG)):  # newest first
+        kept = aside / target.name
+        if kept.exists() and not os.path.lexists(target):
+            os.replace(kept, target)
+        shutil.rmtree(aside, ignore_errors=True)
+    for staged in _sidecars(target, STAGED_TAG):
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _libc_renameat2() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):  # no glibc 2.28+ (e.g. musl without the symbol)
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def exchange_paths(a: PathLike, b: PathLike) -> bool:
+    """Swap ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the
+    system cannot (other OS, old libc or kernel, a file system without it)."""
+    renameat2 = _libc_renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _NO_EXCHANGE_ERRNOS:
+        return False
+    raise OSError(err, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(err)}")
+
+
 def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) -> None:
     """Move the finished ``staged`` directory to ``target`` (same file system); an existing one is
-    refused unless ``overwrite``, and is then moved aside first, so a crash between the two renames
-    leaves it in ``.TARGET.old.*`` instead of losing it."""
-    if target.exists():
-        if not overwrite:
-            raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
-        os.replace(target, old / target.name)
+    refused unless ``overwrite``.
+
+    A crash never leaves neither: an existing target is swapped with ``staged`` in one step
+    where the OS can (the old copy is then under the staged name, removed afterwards or as a
+    leftover); elsewhere it is first moved to ``.TARGET.old.PID.*``, which the next call (or
+    :func:`recover_directory`) moves back if the process died before the second rename.
+    """
+    staged, target = Path(staged), Path(target)
+    recover_directory(target)
+    if not os.path.lexists(target):
         os.replace(staged, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staged, target)
+        return
+    if not overwrite:
+        raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
+    if exchange_paths(staged, target):
+        shutil.rmtree(staged, ignore_errors=True)  # now the old copy
+        return
+    old = Path(tempfile.mkdtemp(dir=target.parent,
+                                prefix=f"{_sidecar_prefix(target, ASIDE_TAG)}{os.getpid()}."))
+    os.replace(target, old / target.name)
+    os.replace(staged, target)
+    shutil.rmtree(old, ignore_errors=True)

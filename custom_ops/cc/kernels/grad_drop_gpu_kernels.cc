@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "grad_drop_gpu.h"
-#include "grad_drop_sample.h"
+#include "grad_drop_plan.h"
 #include "op_util_gpu.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
@@ -49,10 +49,7 @@ class GradDropGpuOp : public AsyncOpKernel {
     tensorflow::int64 seed = 0;
     OP_REQUIRES_OK_ASYNC(ctx, ReadScalars(ctx, n, &drop_ratio, &sample_fraction, &seed), done);
 
-    GradDropPlan plan{};
-    plan.num_spans = n;
-    plan.drop_ratio = drop_ratio;
-    plan.keep_all = drop_ratio <= 0.0f;
+    GradDropPlan plan = StartGradDropPlan(n, drop_ratio);
     Tensor h_spans_t;
     OP_REQUIRES_OK_ASYNC(ctx, AllocPinned(ctx, sizeof(GradDropSpan) * n, &h_spans_t), done);
     GradDropSpan* h_spans = static_cast<GradDropSpan*>(Bytes(&h_spans_t));
@@ -72,16 +69,10 @@ class GradDropGpuOp : public AsyncOpKernel {
                                     {n + t}, 2 * n + t, ctx->input(n + t).shape(), &res),
                            done);
       GradDropSpan& s = h_spans[t];
+      AddGradDropSpan(&plan, &s, g.NumElements());
       s.gradient = g.flat<T>().data();
       s.residual = ctx->input(n + t).flat<T>().data();
       s.new_residual = res->flat<T>().data();
-      s.size = g.NumElements();
-      s.offset = plan.total;
-      s.first_block = plan.num_blocks;
-      s.out_indices = nullptr;
-      s.out_values = nullptr;
-      plan.total += s.size;
-      plan.num_blocks += (s.size + kGradDropGpuBlock - 1) / kGradDropGpuBlock;
     }
     if (plan.total == 0) {  // nothing to drop: empty outputs (CPU: threshold 0 if R <= 0 else inf)
       for (int t = 0; t < n; ++t) {
@@ -91,17 +82,11 @@ class GradDropGpuOp : public AsyncOpKernel {
       }
       Tensor* thr = nullptr;
       OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(3 * n, TensorShape({}), &thr), done);
-      thr->scalar<float>()() = plan.keep_all ? 0.0f : INFINITY;
+      thr->scalar<float>()() = EmptyGradDropThreshold(plan);
       done();
       return;
     }
-    int64_t samples = static_cast<int64_t>(std::ceil(static_cast<double>(sample_fraction) *
-                                                     static_cast<double>(plan.total)));
-    samples = std::max<int64_t>(samples, min_sample_);
-    plan.exact = plan.total <= exact_below_ || samples >= plan.total;
-    plan.samples = samples;
-    plan.stride = static_cast<double>(plan.total) / static_cast<double>(samples);
-    plan.base = SplitMix64(static_cast<uint64_t>(seed));
+    FinishGradDropPlan(&plan, sample_fraction, seed, exact_below_, min_sample_);
 
     const cudaStream_t stream = GpuStream(ctx);
     Tensor d_spans_t, scratch_t, d_result_t, h_result_t;

@@ -192,6 +192,26 @@ class SimdAvailableOp : public OpKernel {
   }
 };
 
+// Which path the matmul kernels would take with impl_: the same lp::ResolveImpl they call.
+class ResolveImplOp : public OpKernel {
+ public:
+  explicit ResolveImplOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("impl", &impl_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    bool simd = false;
+    OP_REQUIRES_OK(ctx, lp::ResolveImpl(impl_, &simd));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
+    out->scalar<bool>()() = simd;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &out));
+    out->scalar<bool>()() = lp::SimdAllowedByEnv();
+  }
+
+ private:
+  std::string impl_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(
@@ -206,5 +226,6 @@ REGISTER_KERNEL_BUILDER(
 REGISTER_KERNEL_BUILDER(Name("LowprecMatMulAccum").Device(tensorflow::DEVICE_CPU), MatMulOp<false>);
 REGISTER_KERNEL_BUILDER(Name("LowprecMatMul").Device(tensorflow::DEVICE_CPU), MatMulOp<true>);
 REGISTER_KERNEL_BUILDER(Name("LowprecSimdAvailable").Device(tensorflow::DEVICE_CPU), SimdAvailableOp);
+REGISTER_KERNEL_BUILDER(Name("LowprecResolveImpl").Device(tensorflow::DEVICE_CPU), ResolveImplOp);
 
 }  // namespace tf_nmt

@@ -86,4 +86,21 @@ REGISTER_OP("LowprecSimdAvailable")
     })
     .Doc("True when this CPU runs the AVX-512 F/BW/VBMI/VNNI kernels.");
 
+REGISTER_OP("LowprecResolveImpl")
+    .Output("simd: bool")
+    .Output("allowed_by_env: bool")
+    .Attr(kImplAttr)
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Scalar());
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+The code path LowprecMatMul / LowprecMatMulAccum with this `impl` take now (the same resolution,
+read afresh per call): simd = true for the AVX-512 kernels, false for the scalar loop; and
+whether $TF_NMT_LOWPREC_SCALAR leaves 'auto' free to take SIMD. Errors as those ops for
+impl='simd' on a CPU without AVX-512 F/BW/VBMI/VNNI.
+)doc");
+
 }  // namespace tf_nmt

@@ -16,6 +16,7 @@
 
 #include "float16_gpu.h"
 #include "grad_drop_gpu.h"
+#include "grad_drop_plan.h"
 #include "grad_drop_sample.h"
 #include "quant_codec.h"
 #include "quant_gpu.h"
@@ -70,26 +71,12 @@ int FitT(const void* x, int64_t n, int bits, int mode, int iters, float* scale) 
   return 0;
 }
 
+// The plan as the GPU OpKernel builds it (grad_drop_plan.h, shared with grad_drop_gpu_kernels.cc).
 GradDropPlan MakePlan(std::vector<GradDropSpan>* spans, const int64_t* sizes, int n, float ratio,
                       float fraction, int64_t seed, int64_t exact_below, int64_t min_sample) {
-  GradDropPlan plan{};
-  plan.num_spans = n;
-  plan.drop_ratio = ratio;
-  plan.keep_all = ratio <= 0.0f;
-  for (int t = 0; t < n; ++t) {
-    (*spans)[t].size = sizes[t];
-    (*spans)[t].offset = plan.total;
-    (*spans)[t].first_block = plan.num_blocks;
-    plan.total += sizes[t];
-    plan.num_blocks += (sizes[t] + kGradDropGpuBlock - 1) / kGradDropGpuBlock;
-  }
-  int64_t samples = static_cast<int64_t>(std::ceil(static_cast<double>(fraction) *
-                                                   static_cast<double>(plan.total)));
-  samples = std::max<int64_t>(samples, min_sample);
-  plan.exact = plan.total <= exact_below || samples >= plan.total;
-  plan.samples = samples;
-  plan.stride = static_cast<double>(plan.total) / static_cast<double>(samples);
-  plan.base = SplitMix64(static_cast<uint64_t>(seed));
+  GradDropPlan plan = StartGradDropPlan(n, ratio);
+  for (int t = 0; t < n; ++t) AddGradDropSpan(&plan, &(*spans)[t], sizes[t]);
+  if (plan.total > 0) FinishGradDropPlan(&plan, fraction, seed, exact_below, min_sample);
   return plan;
 }
 
@@ -101,7 +88,7 @@ int GradDropOnDevice(std::vector<GradDropSpan>* spans, const GradDropPlan& plan,
   const int n = plan.num_spans;
   counts->assign(n, 0);
   if (plan.total == 0) {
-    *thr = plan.keep_all ? 0.0f : INFINITY;
+    *thr = EmptyGradDropThreshold(plan);
     return 0;
   }
   DevBuf d_spans, scratch, d_result;
@@ -243,30 +230,42 @@ int tfnmt_unpack(const unsigned char* packed, int64_t n, unsigned char* codes) {
   return 0;
 }
 
-// GradDrop over n tensors (n = 1: per tensor). new_res[t] receives sizes[t] elements; indices /
-// values come back in malloc'ed buffers (free with tfnmt_free_host).
+// GradDrop over n tensors (n = 1: per tensor; n > 1: GradDropGlobal, one shared threshold).
+// new_res[t] receives sizes[t] elements; indices / values come back in malloc'ed buffers (free
+// with tfnmt_free_host). in_place != 0: the new residual overwrites the residual's device buffer
+// (as when TF forwards the residual input); else it goes to a buffer of its own (TF could not
+// forward it) and old_res[t] (if old_res is not null) receives the residual input buffer as
+// it is afterwards, which must be unchanged.
 int tfnmt_grad_drop(int dtype, int n, const void** g, const void** r, const int64_t* sizes,
                     float ratio, float fraction, int64_t seed, int64_t exact_below,
-                    int64_t min_sample, void** new_res, int64_t* counts, float* thr,
-                    int64_t** indices, void** values) {
+                    int64_t min_sample, int in_place, void** new_res, void** old_res,
+                    int64_t* counts, float* thr, int64_t** indices, void** values) {
   return WithType(dtype, [&](auto tv) {
     using T = decltype(tv);
     std::vector<GradDropSpan> spans(n);
     const GradDropPlan plan = MakePlan(&spans, sizes, n, ratio, fraction, seed, exact_below, min_sample);
-    std::vector<DevBuf> dg(n), dr(n), outs;
+    std::vector<DevBuf> dg(n), dr(n), dnew(n), outs;
     for (int t = 0; t < n; ++t) {
       CHECK(Upload(&dg[t], g[t], sizeof(T) * sizes[t]));
       CHECK(Upload(&dr[t], r[t], sizeof(T) * sizes[t]));
+      if (!in_place) {
+        CHECK(dnew[t].Alloc(sizeof(T) * sizes[t]));
+        CHECK(cudaMemset(dnew[t].p, 0xA5, sizeof(T) * sizes[t]));  // garbage, as a fresh output
+      }
       spans[t].gradient = dg[t].p;
       spans[t].residual = dr[t].p;
-      spans[t].new_residual = dr[t].p;  // in place, as when TF forwards the residual
+      spans[t].new_residual = in_place ? dr[t].p : dnew[t].p;
     }
     std::vector<int64_t> cnt;
     const int rc = GradDropOnDevice<T>(&spans, plan, &outs, &cnt, thr);
     if (rc != 0) return rc;
     for (int t = 0; t < n; ++t) {
       counts[t] = cnt[t];
-      CHECK(cudaMemcpy(new_res[t], dr[t].p, sizeof(T) * sizes[t], cudaMemcpyDeviceToHost));
+      CHECK(cudaMemcpy(new_res[t], spans[t].new_residual, sizeof(T) * sizes[t],
+                       cudaMemcpyDeviceToHost));
+      if (!in_place && old_res != nullptr) {
+        CHECK(cudaMemcpy(old_res[t], dr[t].p, sizeof(T) * sizes[t], cudaMemcpyDeviceToHost));
+      }
       indices[t] = static_cast<int64_t*>(std::malloc(sizeof(int64_t) * (cnt[t] + 1)));
       values[t] = std::malloc(sizeof(T) * (cnt[t] + 1));
       if (cnt[t] > 0) {

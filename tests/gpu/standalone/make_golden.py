@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 import tf_nmt  # noqa: E402,F401
 from tf_nmt import ops  # noqa: E402
 from tf_nmt.compat import tf  # noqa: E402
+from tf_nmt.ops.loader import load_ops  # noqa: E402
 from tests.gpu.helpers import special_values  # noqa: E402
 
 DTYPES = {"float32": (0, tf.float32), "float16": (1, tf.float16), "bfloat16": (2, tf.bfloat16)}
@@ -114,18 +115,24 @@ def _pair(n, seed, tf_dtype):
 
 
 def grad_drop_cases(gold: Golden) -> None:
-    def add(name, dtype_id, grads, res, ratio, exact_below=65536, seed=11, fraction=0.001):
+    def add(name, dtype_id, grads, res, ratio, exact_below=65536, seed=11, fraction=0.001,
+            in_place=True):
         out = ops.grad_drop_global(grads, res, ratio, fraction, seed, exact_below)
-        thr = ops.grad_drop(grads[0], res[0], ratio, fraction, seed, exact_below, return_threshold=True)[3] \
-            if len(grads) == 1 else None
+        if len(grads) == 1:
+            thr = ops.grad_drop(grads[0], res[0], ratio, fraction, seed, exact_below, return_threshold=True)[3]
+        else:  # GradDropGlobal's one threshold, shared by all tensors (the wrapper drops it)
+            thr = load_ops().grad_drop_global(
+                grads, res, tf.constant(ratio, tf.float32), tf.constant(fraction, tf.float32),
+                tf.constant(seed, tf.int64), exact_below=exact_below)[3]
         arrays = {}
         for t, (g, r, (idx, val, new_res)) in enumerate(zip(grads, res, out)):
             arrays.update({f"g{t}": raw(tf.reshape(g, [-1])), f"r{t}": raw(tf.reshape(r, [-1])),
                            f"idx{t}": idx.numpy(), f"val{t}": raw(val), f"res{t}": raw(tf.reshape(new_res, [-1]))})
         params = {"dtype": dtype_id, "tensors": len(grads), "ratio": ratio, "fraction": fraction,
                   "seed": seed, "exact_below": exact_below, "min_sample": 16384, "name": name}
-        if thr is not None:
-            params["threshold"] = np.float32(thr).view(np.uint32).item()
+        params["threshold"] = np.float32(thr).view(np.uint32).item()
+        if not in_place:  # the harness writes the new residual to a buffer of its own
+            params["in_place"] = False
         gold.add("grad_drop", params, arrays)
 
     for dtype, (dtype_id, tf_dtype) in DTYPES.items():
@@ -140,6 +147,11 @@ def grad_drop_cases(gold: Golden) -> None:
         for exact_below in (65536, 10**9):
             add(f"grad_drop_global/{dtype}/exact_below={exact_below}", dtype_id,
                 [p[0] for p in pairs], [p[1] for p in pairs], 0.99, exact_below=exact_below, seed=3)
+        # out-of-place residuals (TF allocates the new residual when it cannot forward the input)
+        g, r = _pair(70001, 70001, tf_dtype)
+        add(f"grad_drop/{dtype}/n=70001/R=0.99/out of place", dtype_id, [g], [r], 0.99, in_place=False)
+        add(f"grad_drop_global/{dtype}/exact_below=65536/out of place", dtype_id,
+            [p[0] for p in pairs], [p[1] for p in pairs], 0.99, exact_below=65536, seed=3, in_place=False)
     g, r = _pair(1_000_003, 1, tf.float32)
     add("grad_drop/float32/n=1000003 sampled", 0, [g], [r], 0.99)
     tiny = np.finfo(np.float32).tiny

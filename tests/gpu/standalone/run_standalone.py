@@ -43,8 +43,8 @@ def load(path: str):
         "tfnmt_pack": [VP, I64, VP, C.POINTER(I32)],
         "tfnmt_unpack": [VP, I64, VP],
         "tfnmt_grad_drop": [I32, I32, C.POINTER(VP), C.POINTER(VP), C.POINTER(I64), F32, F32, I64,
-                            I64, I64, C.POINTER(VP), C.POINTER(I64), C.POINTER(F32), C.POINTER(VP),
-                            C.POINTER(VP)],
+                            I64, I64, I32, C.POINTER(VP), C.POINTER(VP), C.POINTER(I64),
+                            C.POINTER(F32), C.POINTER(VP), C.POINTER(VP)],
         "tfnmt_free_host": [VP],
         "tfnmt_one_bit": [I32, VP, VP, I64, I64, VP, I64, VP, VP, VP, C.POINTER(I32)],
         "tfnmt_bench": [I64, I32, C.POINTER(C.c_double)],
@@ -155,12 +155,15 @@ def check(lib, case, arr) -> str:
         gs = [a[f"g{t}"] for t in range(n)]
         rs = [a[f"r{t}"].copy() for t in range(n)]
         sizes = (I64 * n)(*[g.size for g in gs])
+        in_place = q.get("in_place", True)  # out of place: the residual input must stay as it was
         new_res = [np.empty_like(r) for r in rs]
+        old_res = [np.empty_like(r) for r in rs]
         counts, thr = (I64 * n)(), F32()
         idx_p, val_p = (VP * n)(), (VP * n)()
         rc = lib.tfnmt_grad_drop(dt, n, (VP * n)(*[p(g) for g in gs]), (VP * n)(*[p(r) for r in rs]), sizes,
                                  q["ratio"], q["fraction"], q["seed"], q["exact_below"], q["min_sample"],
-                                 (VP * n)(*[p(x) for x in new_res]), counts, C.byref(thr), idx_p, val_p)
+                                 int(in_place), (VP * n)(*[p(x) for x in new_res]),
+                                 (VP * n)(*[p(x) for x in old_res]), counts, C.byref(thr), idx_p, val_p)
         if rc:
             return f"rc={rc}"
         problems = []
@@ -177,6 +180,8 @@ def check(lib, case, arr) -> str:
                 problems.append(f"t{t} values")
             if not same(new_res[t], a[f"res{t}"]):
                 problems.append(f"t{t} residual [{describe(new_res[t], a[f'res{t}'])}]")
+            if not in_place and not same(old_res[t], rs[t]):
+                problems.append(f"t{t} residual input overwritten out of place")
         if "threshold" in q and f32_bits(thr.value) != q["threshold"]:
             problems.append(f"threshold {thr.value!r} vs {np.uint32(q['threshold']).view(np.float32)!r}")
         return "; ".join(problems)

@@ -4,13 +4,13 @@ The output directory is written atomically and cached by ``stats.json``: a secon
 call with the same builder version and parameters returns without unpacking.
 """
 import json
-import os
 import shutil
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
+
+from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 from . import debian
 from .normalize import normalize_space, reject_reason
@@ -69,20 +69,26 @@ def clean_and_dedupe(pairs: Iterable[Pair], filtered: Counter) -> List[Pair]:
 
 
 def extract_all(roots: Dict[str, Path], log: Log = print,
-                sources: Iterable[SourceSpec] = SOURCES) -> Dict[str, List[Pair]]:
-    """Raw pairs per source name."""
+                sources: Iterable[SourceSpec] = SOURCES,
+                dropped: Optional[Dict[str, Counter]] = None) -> Dict[str, List[Pair]]:
+    """Raw pairs per source name. What a source skips as unreadable (e.g. GNOME pages that do not
+    parse) is logged on its line and counted by reason into ``dropped[source name]``."""
     raw = {}
+    dropped = {} if dropped is None else dropped
     for spec in sources:
         start = time.time()
-        raw[spec.name] = list(spec.extract(roots))
-        log(f"  {spec.name:<9} {len(raw[spec.name]):>7} raw pairs ({time.time() - start:.1f}s)")
+        dropped[spec.name] = Counter()
+        raw[spec.name] = list(spec.extract(roots, dropped[spec.name]))
+        skipped = "".join(f", {n} dropped ({reason})" for reason, n in sorted(dropped[spec.name].items()))
+        log(f"  {spec.name:<9} {len(raw[spec.name]):>7} raw pairs ({time.time() - start:.1f}s)"
+            + skipped)
     return raw
 
 
 def write_corpus(corpus_dir: Path, splits: Dict[str, List[Pair]], stats: dict) -> None:
     """Write all files into a temp dir next to ``corpus_dir`` and swap it in."""
     corpus_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".corpus.", dir=corpus_dir.parent))
+    tmp = staging_directory(corpus_dir)
     try:
         for split in SPLITS:
             pairs = splits[split]
@@ -92,13 +98,7 @@ def write_corpus(corpus_dir: Path, splits: Dict[str, List[Pair]], stats: dict) -
             with open(tmp / f"{split}.meta.tsv", "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(f"{p.source}\t{p.group}\n" for p in pairs)
         (tmp / "stats.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        old = None
-        if corpus_dir.exists():
-            old = corpus_dir.with_name(f".{corpus_dir.name}.old.{os.getpid()}")
-            os.replace(corpus_dir, old)
-        os.replace(tmp, corpus_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_directory_atomically(tmp, corpus_dir, overwrite=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -118,8 +118,9 @@ def summary_table(stats: dict) -> str:
 
 
 def build_stats(splits: Dict[str, List[Pair]], raw: Dict[str, List[Pair]], filtered: Counter,
-                removed: dict, params: dict, debs: Dict[str, Path], seconds: float) -> dict:
-    """The stats.json payload."""
+                removed: dict, params: dict, debs: Dict[str, Path], seconds: float,
+                dropped: Optional[Dict[str, Counter]] = None) -> dict:
+    """The stats.json payload (``source_dropped``: per source, what it skipped by reason)."""
     sources = {name: {s: 0 for s in SPLITS} for name in raw}
     for split in SPLITS:
         for pair in splits[split]:
@@ -128,6 +129,8 @@ def build_stats(splits: Dict[str, List[Pair]], raw: Dict[str, List[Pair]], filte
             "splits": {s: len(splits[s]) for s in SPLITS}, "sources": sources,
             "raw_pairs": {name: len(pairs) for name, pairs in raw.items()},
             "filtered": dict(sorted(filtered.items())), "split_removed": removed,
+            "source_dropped": {name: dict(sorted((dropped or {}).get(name, Counter()).items()))
+                               for name in raw},
             "packages": {pkg: path.name for pkg, path in debs.items()},
             "build_seconds": round(seconds, 1)}
 
@@ -153,12 +156,14 @@ def prepare_corpus(data_dir: Path, debs_dir: Optional[Path] = None, dev_size: in
     debs = debian.locate_debs(all_packages(), data_dir, Path(debs_dir) if debs_dir else None, log=log)
     roots = {pkg: debian.unpack_deb(deb, data_dir / "unpacked" / pkg) for pkg, deb in debs.items()}
     log("extracting pairs:")
-    raw = extract_all(roots, log=log)
+    dropped: Dict[str, Counter] = {}
+    raw = extract_all(roots, log=log, dropped=dropped)
     filtered: Counter = Counter()
     pairs = clean_and_dedupe((p for name in raw for p in raw[name]), filtered)
     result = split_pairs(pairs, dev_size=dev_size, test_size=test_size, seed=seed)
     splits = {s: result[s] for s in SPLITS}
-    stats = build_stats(splits, raw, filtered, result["removed"], params, debs, time.time() - start)
+    stats = build_stats(splits, raw, filtered, result["removed"], params, debs, time.time() - start,
+                        dropped)
     write_corpus(corpus_dir, splits, stats)
     log(summary_table(stats))
     log(f"corpus written to {corpus_dir} in {stats['build_seconds']}s")

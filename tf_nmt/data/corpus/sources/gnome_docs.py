@@ -6,7 +6,8 @@ Translator credits, licences and ``its:translate="no"`` subtrees are ignored.
 """
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterable, Iterator, List, Tuple
+from collections import Counter
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 from ..normalize import clean_text
 from ..pairs import Pair
@@ -23,11 +24,17 @@ def _local(tag) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
-def page_blocks(path: Path) -> List[Tuple[tuple, str]]:
-    """(structural key, cleaned text) for each translatable block of one page."""
+UNPARSABLE = "unparsable_page"  # the drop reason extract() counts
+
+
+def page_blocks(path: Path, dropped: Optional[Counter] = None) -> List[Tuple[tuple, str]]:
+    """(structural key, cleaned text) for each translatable block of one page; none for a page
+    that is not well-formed XML, counted in ``dropped[UNPARSABLE]`` (when given)."""
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:
+        if dropped is not None:
+            dropped[UNPARSABLE] += 1
         return []
     blocks: List[Tuple[tuple, str]] = []
 
@@ -52,13 +59,14 @@ def page_blocks(path: Path) -> List[Tuple[tuple, str]]:
     return blocks
 
 
-def extract(roots: Iterable[Path]) -> Iterator[Pair]:
-    """Pairs from every document under ``usr/share/help/C`` with a ``de`` translation."""
+def extract(roots: Iterable[Path], dropped: Optional[Counter] = None) -> Iterator[Pair]:
+    """Pairs from every document under ``usr/share/help/C`` with a ``de`` translation; pages
+    that do not parse (either side) are counted in ``dropped`` (reason :data:`UNPARSABLE`)."""
     for root in roots:
         c_dir, de_dir = Path(root) / HELP_ROOT / "C", Path(root) / HELP_ROOT / "de"
         for c_page in sorted(c_dir.rglob("*.page")):
             rel = c_page.relative_to(c_dir)
             de_page = de_dir / rel
             if de_page.is_file():
-                yield from pair_blocks(page_blocks(c_page), page_blocks(de_page),
+                yield from pair_blocks(page_blocks(c_page, dropped), page_blocks(de_page, dropped),
                                        SOURCE, f"{SOURCE}:{rel.as_posix()}")
