@@ -94,3 +94,23 @@ def test_quickstart_preset_picks_the_recipe_and_unknown_ones_are_refused(tmp_pat
     with pytest.raises(SystemExit):
         cli.main(["quickstart", "--preset", "gnmt-big"])
     assert "invalid choice: 'gnmt-big'" in capsys.readouterr().err
+
+
+def test_prepare_data_never_replaces_a_corpus_it_did_not_build(tmp_path, capsys):
+    """The user's own files in DATA/corpus: prepare-data refuses to build over them (nothing is
+    downloaded or written), and --vocab-only learns their vocabulary without touching them."""
+    from tests.helpers import write_toy_data_dir
+
+    data = write_toy_data_dir(tmp_path / "mine")
+    (data / "corpus" / "stats.json").unlink(missing_ok=True)  # not built by prepare-data
+    before = {p.name: p.read_bytes() for p in (data / "corpus").iterdir()}
+    err = error_line(["prepare-data", "--data-dir", str(data)], capsys)
+    assert "tf-nmt did not build" in err and "--vocab-only" in err
+    assert {p.name: p.read_bytes() for p in (data / "corpus").iterdir()} == before
+    assert not (data / "debs").exists() and not (data / "vocab" / "spm-320.model").exists()
+    assert "would be ignored" in error_line(["prepare-data", "--data-dir", str(data),
+                                             "--vocab-only", "--seed", "7"], capsys)
+    assert main(["prepare-data", "--data-dir", str(data), "--vocab-only",
+                 "--vocab-size", "320"]) == 0
+    assert (data / "vocab" / "spm-320.model").is_file()
+    assert {p.name: p.read_bytes() for p in (data / "corpus").iterdir()} == before

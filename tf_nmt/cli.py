@@ -32,13 +32,30 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
+# prepare-data's split sizes and seed when not given (those of prepare_corpus)
+CORPUS_DEFAULTS = {"dev_size": 500, "test_size": 1000, "seed": 1234}
+
+
 def cmd_prepare_data(args: argparse.Namespace) -> int:
     from tf_nmt.data.corpus import prepare_corpus
     from tf_nmt.data.vocabulary import ensure_vocab
 
     start = time.perf_counter()
-    stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, dev_size=args.dev_size,
-                           test_size=args.test_size, seed=args.seed, force=args.force)
+    if args.vocab_only:  # the user's own corpus: learn its vocabulary, build nothing
+        given = [flag for flag, on in (("--debs-dir", args.debs_dir is not None),
+                                       ("--dev-size", args.dev_size is not None),
+                                       ("--test-size", args.test_size is not None),
+                                       ("--seed", args.seed is not None),
+                                       ("--force", args.force),
+                                       ("--stats-json", args.stats_json is not None)) if on]
+        if given:
+            raise UsageError(f"--vocab-only builds no corpus: {', '.join(given)} would be ignored")
+        stats = None
+    else:
+        sizes = {k: CORPUS_DEFAULTS[k] if getattr(args, k) is None else getattr(args, k)
+                 for k in CORPUS_DEFAULTS}
+        stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, force=args.force,
+                               **sizes)
     tokenizer = ensure_vocab(Path(args.data_dir), args.vocab_size)
     print(f"vocabulary: {tokenizer.vocab_size} pieces (fingerprint {tokenizer.fingerprint})")
     print(f"prepare-data finished in {time.perf_counter() - start:.1f} s")
@@ -257,10 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
     p.add_argument("--debs-dir", type=Path, help="directory with already downloaded .deb files")
     p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--dev-size", type=int, default=500)
-    p.add_argument("--test-size", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--force", action="store_true", help="rebuild even if cached")
+    p.add_argument("--dev-size", type=int, help=f"default {CORPUS_DEFAULTS['dev_size']}")
+    p.add_argument("--test-size", type=int, help=f"default {CORPUS_DEFAULTS['test_size']}")
+    p.add_argument("--seed", type=int, help=f"default {CORPUS_DEFAULTS['seed']}")
+    p.add_argument("--force", action="store_true",
+                   help="rebuild even if cached, and replace a corpus tf-nmt did not build")
+    p.add_argument("--vocab-only", action="store_true",
+                   help="only learn the vocabulary of the corpus already in DATA_DIR/corpus "
+                        "(your own files), as multi-worker training needs")
     p.add_argument("--stats-json", type=Path)
     p.set_defaults(func=cmd_prepare_data)
 

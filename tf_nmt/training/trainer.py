@@ -207,8 +207,10 @@ def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) ->
     data_dir = Path(cfg.data.data_dir)
     if ctx.size > 1 and not vocab_path(data_dir, cfg.data.vocab_size).is_file():
         raise FileNotFoundError(
-            f"no vocabulary {vocab_path(data_dir, cfg.data.vocab_size)}: run `tf-nmt prepare-data "
-            f"--vocab-size {cfg.data.vocab_size}` once before launching several workers")
+            f"no vocabulary {vocab_path(data_dir, cfg.data.vocab_size)}: learn it once before "
+            f"launching several workers, with `tf-nmt prepare-data --data-dir {data_dir} "
+            f"--vocab-size {cfg.data.vocab_size} --vocab-only` (your own corpus) or without "
+            "--vocab-only (the built-in corpus)")
     return ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
 
 

@@ -13,6 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 from . import debian
+from .errors import CorpusError
 from .normalize import normalize_space, reject_reason
 from .pairs import Pair
 from .sources.registry import SOURCES, SourceSpec, all_packages
@@ -135,6 +136,21 @@ def build_stats(splits: Dict[str, List[Pair]], raw: Dict[str, List[Pair]], filte
             "build_seconds": round(seconds, 1)}
 
 
+def refuse_foreign_corpus(corpus_dir: Path) -> None:
+    """Stop before replacing a corpus this builder did not write (no ``stats.json`` of its own,
+    e.g. the user's own files): building would overwrite it. ``force`` skips this check."""
+    if (corpus_dir / "stats.json").is_file() or not corpus_dir.is_dir():
+        return
+    held = sorted(p.name for p in corpus_dir.iterdir() if p.is_file())
+    if held:
+        data_dir = corpus_dir.parent
+        raise CorpusError(
+            f"{corpus_dir} holds a corpus tf-nmt did not build ({', '.join(held[:4])}"
+            f"{', ...' if len(held) > 4 else ''}): building the built-in corpus would replace it; "
+            f"to learn its vocabulary run `tf-nmt prepare-data --data-dir {data_dir} --vocab-only`, "
+            "or pass --force to replace it")
+
+
 def prepare_corpus(data_dir: Path, debs_dir: Optional[Path] = None, dev_size: int = 500,
                    test_size: int = 1000, seed: int = 1234, force: bool = False,
                    log: Log = print) -> dict:
@@ -152,6 +168,7 @@ def prepare_corpus(data_dir: Path, debs_dir: Optional[Path] = None, dev_size: in
             log(f"corpus cache hit: {corpus_dir}")
             log(summary_table(cached))
             return cached
+        refuse_foreign_corpus(corpus_dir)
     start = time.time()
     debs = debian.locate_debs(all_packages(), data_dir, Path(debs_dir) if debs_dir else None, log=log)
     roots = {pkg: debian.unpack_deb(deb, data_dir / "unpacked" / pkg) for pkg, deb in debs.items()}
