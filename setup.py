@@ -100,7 +100,8 @@ setup(
     packages=find_packages(include=["tf_nmt", "tf_nmt.*", "horovod_patches", "horovod_patches.*"]),
     python_requires=">=3.10,<3.13",
     install_requires=_requirements("requirements.txt"),
-    extras_require={"test": ["pytest==9.2.0", "hypothesis==6.170.15"]},
+    extras_require={"test": ["pytest==9.2.0", "hypothesis==6.170.15"],
+                    "ctranslate2": ["ctranslate2==4.8.5"]},  # tf-nmt export --format ctranslate2
     entry_points={"console_scripts": ["tf-nmt=tf_nmt.cli:main"]},
     include_package_data=True,
     ext_modules=[Extension(OPS_EXT, sources=OPS_SOURCES)],

@@ -44,6 +44,7 @@ VALUES = {
     "train.local_gradients": True, "train.one_bit": True, "train.average_every": 10,
     "train.bmuf_block_momentum": 0.3, "train.bmuf_block_lr": 0.5, "train.bmuf_nesterov": False,
     "train.init_from": "parent-run", "train.init_embeddings": "exclude", "train.init_warmup": False,
+    "train.ema_decay": 0.999,
 }
 
 # (mode, the overrides that put a configuration into it): train under every train.comm mode.

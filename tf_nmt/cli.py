@@ -110,30 +110,62 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=args.checkpoint,
                           data_dir=args.data_dir, beam_size=args.beam_size,
                           length_penalty=args.length_penalty, limit=args.limit,
-                          engine="lowprec" if args.lowprec else "emulated")
+                          engine="lowprec" if args.lowprec else "emulated",
+                          weights=args.weights or "raw")
     if args.output_json:
         write_json_atomic(Path(args.output_json), report)
     return 0
 
 
 def _read_lines(path: Optional[str]) -> List[str]:
+    """The input's lines; invalid UTF-8 is one error line naming the first bad line."""
     if path is None or path == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    return Path(path).read_text(encoding="utf-8").splitlines()
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:  # a text stream (e.g. replaced in tests): already decoded
+            return [line.rstrip("\n") for line in sys.stdin]
+        text = _decode(stdin.read(), "stdin").replace("\r\n", "\n").replace("\r", "\n")
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    return _decode(Path(path).read_bytes(), path).splitlines()
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        raise UsageError(f"{name}: line {line} is not valid UTF-8 ({err.reason} at byte "
+                         f"{column} of the line)") from None
+
+
+def _translate_ctranslate2(args: argparse.Namespace, lines: List[str]) -> List[str]:
+    """Translate with a CTranslate2 export (length-sorted batches, progress on stderr)."""
+    from tf_nmt.export.ctranslate2 import CTranslate2Translator, Progress, translate_sorted
+
+    engine = CTranslate2Translator(Path(args.export_dir))
+    progress = Progress(total=len(lines))
+    try:
+        return list(translate_sorted(engine, lines, args.beam_size, args.batch_size, progress))
+    finally:
+        progress.close()
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from tf_nmt.compat import tf
+    from tf_nmt.export.ctranslate2 import is_ctranslate2_dir
 
     lines = _read_lines(args.input)
     if args.export_dir and args.lowprec:
         raise UsageError("--lowprec translates from --run-dir (the export runs stock ops)")
-    if args.export_dir:
+    if args.export_dir and is_ctranslate2_dir(args.export_dir):
+        outputs = _translate_ctranslate2(args, lines)
+    elif args.export_dir:
+        from tf_nmt.compat import tf
         import tensorflow_text  # noqa: F401  (SentencePiece ops)
 
         if not (Path(args.export_dir) / "saved_model.pb").is_file():
             raise UsageError(f"--export-dir {args.export_dir}: no SavedModel there "
-                             "(saved_model.pb is missing); export one with `tf-nmt export`")
+                             "(saved_model.pb is missing) and no CTranslate2 export (model.bin "
+                             "and tf_nmt_export.json); export one with `tf-nmt export`")
 
         serve = tf.saved_model.load(str(args.export_dir)).signatures["serving_default"]
         outputs = []
@@ -170,11 +202,50 @@ def _quantized_export_conflicts(args: argparse.Namespace) -> List[str]:
     """The options ``export --quantized FILE`` would ignore: the policy comes from the file."""
     given = {"--bits": args.bits is not None, "--kind": args.kind is not None,
              "--scale": args.scale is not None, "--quantize-biases": args.quantize_biases,
-             "--run-dir": args.run_dir is not None, "--checkpoint": args.checkpoint is not None}
+             "--run-dir": args.run_dir is not None, "--checkpoint": args.checkpoint is not None,
+             "--weights": args.weights is not None}
     return [flag for flag, set_ in given.items() if set_]
 
 
+CTRANSLATE2_IGNORED = {"--quantized": "quantized", "--bits": "bits", "--kind": "kind",
+                       "--scale": "scale", "--quantize-biases": "quantize_biases",
+                       "--chunk-size": "chunk_size"}  # what export --format ctranslate2 ignores
+
+
+def _export_ctranslate2(args: argparse.Namespace) -> int:
+    """``export --format ctranslate2``: a CTranslate2 model directory (tf_nmt.export.ctranslate2)."""
+    ignored = [flag for flag, name in CTRANSLATE2_IGNORED.items()
+               if getattr(args, name) not in (None, False)]
+    if ignored:
+        raise UsageError(f"export --format ctranslate2: {', '.join(ignored)} would be ignored "
+                         "(CTranslate2 quantises with --quantization and batches itself)")
+    if args.run_dir is None:
+        raise UsageError("export --format ctranslate2 needs --run-dir")
+    from tf_nmt.export.ctranslate2 import export_ctranslate2
+    from tf_nmt.run_dir import load_trained_checkpoint
+
+    weights = args.weights or "raw"
+    model, tokenizer, cfg, prefix = load_trained_checkpoint(Path(args.run_dir), args.checkpoint,
+                                                            weights)
+    if args.beam_size:
+        cfg.decode.beam_size = args.beam_size  # recorded as the export's default beam
+    path = export_ctranslate2(model, tokenizer, cfg, Path(args.export_dir),
+                              quantization=args.quantization or "float32",
+                              overwrite=args.overwrite, run_dir=Path(args.run_dir),
+                              checkpoint=prefix, weights=weights)
+    print(f"exported CTranslate2 model to {path} ({args.quantization or 'float32'} weights, "
+          f"{weights} weights of {prefix}); translate with: tf-nmt translate --export-dir {path}")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "ctranslate2":
+        return _export_ctranslate2(args)
+    if args.quantization is not None:
+        raise UsageError("--quantization is for --format ctranslate2 (a SavedModel is float32; "
+                         "pack low-bit weights with --bits or --quantized)")
+    if args.chunk_size is None:
+        args.chunk_size = SERVING_CHUNK_SIZE
     conflicts = _quantized_export_conflicts(args) if args.quantized else []
     if conflicts:
         raise UsageError(f"export --quantized {args.quantized}: {', '.join(conflicts)} would be "
@@ -193,12 +264,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tf_nmt.export.saved_model import export_saved_model
     from tf_nmt.run_dir import load_trained_model
 
-    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
+    weights = args.weights or "raw"
+    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint, weights)
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
                               beam_size=args.beam_size or cfg.decode.beam_size,
                               length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite,
                               chunk_size=args.chunk_size)
-    print(f"exported SavedModel to {path} (signature serving_default: texts -> translations)")
+    write_json_atomic(Path(path) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
+                      {"weights": weights, "run_dir": str(args.run_dir),
+                       "checkpoint": args.checkpoint})
+    print(f"exported SavedModel to {path} (signature serving_default: texts -> translations; "
+          f"{weights} weights)")
     quant = getattr(model, "activation_quantization", None)
     if quant is not None:
         print(f"matmul inputs log-quantised ({quant.bits} bits, fixed scale {quant.scale:g}) with "
@@ -216,8 +292,10 @@ def cmd_average(args: argparse.Namespace) -> int:
         raise RunDirError(f"asked to average the last {args.last} checkpoints but "
                          f"{run.checkpoints} holds {len(prefixes)}")
     model, _, _ = load_trained_model(run.root)
-    out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite)
-    print(f"averaged {len(prefixes)} checkpoints into {out}; score it with: tf-nmt evaluate "
+    out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite,
+                              weights=args.weights or "raw")
+    print(f"averaged the {args.weights or 'raw'} weights of {len(prefixes)} checkpoints into "
+          f"{out}; score it with: tf-nmt evaluate "
           f"--run-dir {run.root} --checkpoint {args.output_dir}")
     return 0
 
@@ -262,6 +340,9 @@ def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> 
                    help="also quantise biases and layer-norm vectors (default: keep them float32)")
 
 
+WEIGHTS_HELP = ("which weights of the checkpoint: raw (default, the trained weights) or ema "
+                "(their moving average, kept by runs trained with train.ema_decay > 0)")
+EXPORT_WEIGHTS_RECORD = "tf_nmt_weights.json"  # in a SavedModel export: which weights it holds
 LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowprec, 4-bit codes; "
                 "needs a run trained with train.quantize_activations_bits=4 and the tf_nmt op library)")
 
@@ -337,21 +418,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.add_argument("--output-json", type=Path)
     p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
+    p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("translate", help="translate lines of English text (file or stdin)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-dir", type=Path)
-    src.add_argument("--export-dir", type=Path, help="an exported SavedModel")
+    src.add_argument("--export-dir", type=Path,
+                     help="an export: a SavedModel, or a CTranslate2 directory (export --format "
+                          "ctranslate2; needs the ctranslate2 package), told apart by its files")
     p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--input", help="input file (default stdin)")
     p.add_argument("--output", help="output file (default stdout)")
-    p.add_argument("--beam-size", type=int)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--beam-size", type=int,
+                   help="beam width (default: the run's or export's decode.beam_size; with a "
+                        "CTranslate2 export, CTranslate2's beam search and length penalty)")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="sentences per length-sorted batch (output stays in input order)")
     p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("export", help="write a string-to-string SavedModel")
+    p = sub.add_parser("export", help="write a string-to-string SavedModel (or, with --format "
+                       "ctranslate2, a CTranslate2 model directory)")
     p.add_argument("--run-dir", type=Path)
     p.add_argument("--quantized", type=Path, metavar="PACKED_FILE",
                    help="export a packed model (from tf-nmt quantize) with packed on-disk weights")
@@ -360,10 +448,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-dir", type=Path, required=True)
     p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--beam-size", type=int)
-    p.add_argument("--chunk-size", type=_non_negative_int, default=SERVING_CHUNK_SIZE,
+    p.add_argument("--chunk-size", type=_non_negative_int, default=None,
                    help="decode each request in length-sorted chunks of N sentences "
                         f"(0: the whole request at once; default {SERVING_CHUNK_SIZE})")
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
+    p.add_argument("--format", choices=["savedmodel", "ctranslate2"], default="savedmodel",
+                   help="savedmodel (default): the string-to-string SavedModel; ctranslate2: a "
+                        "CTranslate2 model directory with the SentencePiece model (Transformer "
+                        "runs; needs pip install 'tf-nmt[ctranslate2]')")
+    p.add_argument("--quantization", choices=["float32", "int8", "int8_float32"],
+                   help="--format ctranslate2 only: CTranslate2's weight type (default float32)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("quantize", help="quantise a run's checkpoint to a packed B-bit file")
@@ -374,6 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--report-json", type=Path, help="also write the per-tensor size report here")
     p.add_argument("--show", type=int, default=0, help="print only the first N tensor rows")
+    p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
     p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("average-checkpoints", help="average the last N checkpoints of a run")
@@ -381,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int, default=5)
     p.add_argument("--output-dir", type=Path, required=True)
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--weights", choices=["raw", "ema"],
+                   help=WEIGHTS_HELP + "; the average is written as the raw weights of a new "
+                        "checkpoint")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("quickstart", help="prepare-data → train → BLEU → export, with a time budget")

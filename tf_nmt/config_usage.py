@@ -179,6 +179,8 @@ _TRAIN_CONDITIONS: Dict[str, Condition] = {
     **{key: _BMUF for key in BMUF_KEYS},
     "init_embeddings": _TRANSFER,
     "init_warmup": _init_warmup,
+    "ema_decay": _comm_uses(HOROVOD_MODES, "weight EMA follows the weights all ranks share: "
+                            "train.comm=dense or sparse_as_dense"),
 }
 
 
@@ -194,6 +196,10 @@ def _build_usage() -> Dict[str, Usage]:
         key = f.name
         modes = SYNC if key in _ASYNC_OFF else ALL
         off = _ASYNC_OFF.get(key, "")
+        if key == "ema_decay":
+            modes, off = frozenset({"train"}), (
+                "weight EMA is kept by tf-nmt train only (elastic resets would not roll it back, "
+                "train-async has no per-step callbacks, quickstart scores the raw weights)")
         if key in ELASTIC_KEYS:
             modes, off = frozenset({"train-elastic"}), (
                 "it is used only by elastic training (tf-nmt train --elastic under horovodrun "

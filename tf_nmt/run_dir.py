@@ -23,6 +23,7 @@ from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
+from tf_nmt.models.ema import WEIGHTS, restore_ema_weights
 from tf_nmt.utils.io import write_json_atomic
 
 
@@ -148,20 +149,24 @@ def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
     return str(prefix)
 
 
-def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None
+def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None, weights: str = "raw"
                        ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
     """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
     :func:`resolve_checkpoint`); the model quantises its matmul inputs as the run was trained to
-    (``train.quantize_activations_*``)."""
-    model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint)
+    (``train.quantize_activations_*``). ``weights``: ``"raw"`` (the trained weights) or ``"ema"``
+    (their moving average, ``train.ema_decay``; :mod:`tf_nmt.models.ema`)."""
+    model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint, weights)
     return model, tokenizer, cfg
 
 
-def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None
+def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
+                            weights: str = "raw"
                             ) -> Tuple[keras.Model, SubwordTokenizer, Config, str]:
     """As :func:`load_trained_model`, plus the checkpoint prefix it restored. The prefix is
     resolved once, so a caller that records it names what was loaded even while a training
     run goes on writing newer checkpoints."""
+    if weights not in WEIGHTS:
+        raise RunDirError(f"unknown weights {weights!r} (use one of {', '.join(WEIGHTS)})")
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (it does not exist)")
@@ -178,4 +183,6 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None
     except (tf.errors.OpError, IndexError, AssertionError) as err:  # truncated, corrupt, foreign
         raise RunDirError(f"cannot restore checkpoint {prefix} into the {cfg.model.kind} model of "
                           f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
+    if weights == "ema":
+        restore_ema_weights(model, prefix)
     return model, tokenizer, cfg, prefix

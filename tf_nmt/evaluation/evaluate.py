@@ -16,11 +16,13 @@ from tf_nmt.utils.io import write_bytes_atomic
 def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] = None,
                  data_dir: Optional[Path] = None, beam_size: Optional[int] = None,
                  length_penalty: Optional[float] = None, limit: int = 0,
-                 log: Callable[[str], None] = print, engine: str = "emulated") -> Dict[str, Any]:
+                 log: Callable[[str], None] = print, engine: str = "emulated",
+                 weights: str = "raw") -> Dict[str, Any]:
     """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``);
     ``engine`` runs its quantised matmuls (:data:`tf_nmt.models.activation_quant.ENGINES`, e.g.
-    ``"lowprec"``: the log-space kernels)."""
-    model, tokenizer, cfg = load_trained_model(run_dir, checkpoint)
+    ``"lowprec"``: the log-space kernels); ``weights``: ``"raw"`` or ``"ema"`` (the run's
+    moving average, ``train.ema_decay``), recorded in the report."""
+    model, tokenizer, cfg = load_trained_model(run_dir, checkpoint, weights)
     matmuls = inference_engine(model, engine)
     pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
     if limit:
@@ -38,7 +40,7 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     chrf = corpus_chrf(hypotheses, references)
     baseline = copy_baseline(sources, references)
     log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha}, "
-        f"matmuls: {matmuls.name})")
+        f"matmuls: {matmuls.name}, {weights} weights)")
     log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
     log(f"chrF = {chrf.score:.2f}")
     log(f"copy-the-source baseline BLEU = {baseline.score:.2f}")
@@ -46,6 +48,6 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     return {"split": split, "sentences": len(pairs), "bleu": bleu.score, "bleu_text": bleu.text,
             "signature": bleu.signature, "chrf": chrf.score, "copy_baseline_bleu": baseline.score,
             "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
-            "matmul_engine": matmuls.name,
+            "matmul_engine": matmuls.name, "weights": weights,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}

@@ -28,7 +28,8 @@ def run_quantize(args: argparse.Namespace) -> Dict[str, Any]:
     output = Path(args.output)
     if output.exists() and not args.overwrite:  # fail before the (slow) quantisation
         raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
-    packed, report = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint)
+    packed, report = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint,
+                                  weights=args.weights or "raw")
     print(format_report(report, max_rows=args.show))
     report["file_bytes"] = write_packed(output, packed, overwrite=args.overwrite)
     report["output"] = str(output)
@@ -62,7 +63,8 @@ def run_quantized_export(args: argparse.Namespace) -> Dict[str, Any]:
     if args.quantized:
         packed = read_packed(Path(args.quantized))
     elif args.run_dir:
-        packed, _ = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint)
+        packed, _ = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint,
+                                 weights=args.weights or "raw")
     else:
         raise UsageError("export needs --run-dir (with --bits) or --quantized PACKED_FILE")
     model, tokenizer, cfg = model_from_packed(packed)

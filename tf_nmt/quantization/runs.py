@@ -16,16 +16,19 @@ from tf_nmt.quantization.quantize import (assign_entries, model_weights, quantiz
 from tf_nmt.run_dir import RunDir, build_initialised_model, load_trained_checkpoint
 
 
-def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] = None
-                 ) -> Tuple[PackedModel, Dict[str, Any]]:
-    """Quantise a trained run's checkpoint: (packed model, size/error report)."""
+def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] = None,
+                 weights: str = "raw") -> Tuple[PackedModel, Dict[str, Any]]:
+    """Quantise a trained run's checkpoint (``weights``: ``"raw"`` or ``"ema"``, its moving
+    average; recorded in the packed file's info and the report): (packed model, report)."""
     run = RunDir(Path(run_dir))
-    model, _, cfg, source = load_trained_checkpoint(run.root, checkpoint)
+    model, _, cfg, source = load_trained_checkpoint(run.root, checkpoint, weights)
     names, arrays = model_weights(model)
     entries = quantize_weights(names, arrays, policy)
     packed = PackedModel(policy, entries, cfg.to_dict(), run.vocab_path.read_bytes(),
-                         info={"source_checkpoint": str(source)})
-    return packed, size_report(entries, policy, arrays)
+                         info={"source_checkpoint": str(source), "weights": weights})
+    report = size_report(entries, policy, arrays)
+    report["weights"] = weights
+    return packed, report
 
 
 def model_from_packed(packed: PackedModel) -> Tuple[keras.Model, SubwordTokenizer, Config]:

@@ -203,6 +203,19 @@ class CheckpointSaver(keras.callbacks.Callback):
         self._save()
 
 
+class WeightEMA(keras.callbacks.Callback):
+    """Folds the weights into their moving average (``train.ema_decay``) after every optimizer
+    step: one compiled update (:class:`tf_nmt.models.ema.WeightAverager`) per batch, from the
+    weights the step produced (train.steps_per_execution must be 1: checked by the trainer)."""
+
+    def __init__(self, averager: Any) -> None:
+        super().__init__()
+        self.averager = averager
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.averager.update()
+
+
 class StepLimit(keras.callbacks.Callback):
     """Stops training once the optimizer has taken ``total_steps`` steps.
 

@@ -14,6 +14,7 @@ rank from its own (:func:`restore_training_state`).
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable, List, Optional
@@ -24,6 +25,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.errors import UserError
+from tf_nmt.models.ema import restore_ema_weights
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
@@ -138,8 +140,10 @@ def list_checkpoints(directory: Path) -> List[str]:
 
 
 def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Path,
-                        overwrite: bool = False) -> str:
-    """Average the model weights of ``prefixes`` into a new checkpoint under ``output_dir``.
+                        overwrite: bool = False, weights: str = "raw") -> str:
+    """Average the model weights of ``prefixes`` into a new checkpoint under ``output_dir``
+    (``weights="ema"``: their moving averages, ``train.ema_decay``, written as the new
+    checkpoint's model weights; ``averaged.json`` records which).
 
     ``model`` must already be built with the same architecture. The result is written to a
     temporary directory that is renamed into place, and an existing ``output_dir`` is only
@@ -153,8 +157,10 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
     total = None
     for prefix in prefixes:
         tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
-        weights = [w.astype(np.float64) for w in model.get_weights()]
-        total = weights if total is None else [t + w for t, w in zip(total, weights)]
+        if weights == "ema":
+            restore_ema_weights(model, prefix)
+        values = [w.astype(np.float64) for w in model.get_weights()]
+        total = values if total is None else [t + w for t, w in zip(total, values)]
     model.set_weights([(t / len(prefixes)).astype(np.float32) for t in total])
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = staging_directory(output_dir)
@@ -162,6 +168,9 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
         manager = make_manager(tf.train.Checkpoint(model=model), tmp, keep=1)
         manager.save(checkpoint_number=0)
         (tmp / "averaged_from.txt").write_text("\n".join(prefixes) + "\n")
+        (tmp / "averaged.json").write_text(json.dumps({"weights": weights,
+                                                       "checkpoints": [str(p) for p in prefixes]},
+                                                      indent=1) + "\n")
         # The manager recorded the temporary directory's path: name the checkpoint relative to
         # the directory instead (TensorFlow reads a relative name against the directory), so
         # the state file is right once renamed, whether output_dir is absolute or relative.

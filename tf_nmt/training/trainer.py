@@ -27,6 +27,7 @@ from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
+from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, WeightAverager, checkpoint_has_ema
 from tf_nmt.models.kernels import use_kernels
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, TokenCount
 from tf_nmt.quantization import retrain
@@ -128,6 +129,7 @@ def validate_config(cfg: Config, mode: str = "train") -> TrainPlan:
     quant = from_train_config(t)
     check_jit_compile(t)
     check_steps_per_execution(t)
+    check_ema(t)
     kernels = runtime.resolve_kernels(t)
     return TrainPlan(comm=settings, activation_quantization=quant,
                      loss_kernel=kernels["loss"][0], dropout_kernel=kernels["dropout"][0],
@@ -173,6 +175,25 @@ def check_steps_per_execution(t: TrainConfig) -> None:
     if per_step:
         raise ConfigError(f"train.steps_per_execution={n} cannot be used with "
                           + ", ".join(per_step) + "; set it to 1")
+
+
+def check_ema(t: TrainConfig) -> None:
+    """ConfigError for a ``train.ema_decay`` out of range or with settings whose optimizer steps
+    the per-step EMA update would not see one by one (comm modes are refused by
+    :mod:`tf_nmt.config_usage`: the EMA follows the weights all ranks share)."""
+    if not 0.0 <= t.ema_decay < 1.0:
+        raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {t.ema_decay}")
+    if t.ema_decay and t.comm not in comm.HOROVOD_MODES:
+        raise ConfigError(f"train.ema_decay cannot be used with train.comm={t.comm} (the ranks' "
+                          "weights differ between averages); use dense or sparse_as_dense")
+    off_step = [name for name, on in
+                (("train.steps_per_execution > 1 (the update runs once per call)",
+                  t.steps_per_execution > 1),
+                 ("train.backward_passes_per_step > 1 (the update runs per backward pass)",
+                  t.backward_passes_per_step > 1)) if on]
+    if t.ema_decay and off_step:
+        raise ConfigError("train.ema_decay updates after every optimizer step, so it cannot be "
+                          "used with " + ", ".join(off_step) + "; set it to 1")
 
 
 def check_execution_start(t: TrainConfig, world_size: int, elastic: bool, step: int) -> None:
@@ -271,15 +292,24 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     quantizer = retrain.from_train_config(model, cfg.train)  # None unless train.quantize_bits
     if quantizer is not None:  # residuals and scales are part of the run's state
         checkpoint.quantization = quantizer.state
+    # train.ema_decay: the shadow weights (float32), checkpointed as ``ema``
+    ema = WeightAverager(model, cfg.train.ema_decay) if cfg.train.ema_decay else None
+    if ema is not None:
+        setattr(checkpoint, EMA_KEY, ema.state)
     manager = make_manager(checkpoint, run.checkpoints, cfg.train.keep_checkpoints)
     # Ranks with state of their own (graddrop, fedavg, bmuf) also keep checkpoints/rank-<r>/.
     rank_manager = (make_rank_manager(checkpoint, run.checkpoints, ctx.rank,
                                       cfg.train.keep_checkpoints)
                     if settings.rank_checkpoints(ctx.size) else None)
     if resuming:  # the chief's word on a world size change, so that every rank agrees
-        restore_training_state(checkpoint, manager, rank_manager, ctx, log=chief_log,
-                               world_size_changed=bool(chief_value(
-                                   int(saved_world_size != ctx.size), ctx, "world_size_changed")))
+        restored = restore_training_state(
+            checkpoint, manager, rank_manager, ctx, log=chief_log,
+            world_size_changed=bool(chief_value(int(saved_world_size != ctx.size), ctx,
+                                                "world_size_changed")))
+        if ema is not None and not checkpoint_has_ema(restored):
+            ema.reset()
+            chief_log(f"{restored} holds no EMA weights (trained with train.ema_decay=0): the "
+                      "average starts from its weights")
     resumed_from = int(model.optimizer.iterations.numpy())
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
@@ -333,6 +363,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         [cb.CheckpointSaver(rank_manager, guard, log=lambda _m: None)] if rank_manager else [])
     callbacks += comm_callbacks
     callbacks += [quantizer] if quantizer is not None else []  # before anything saves weights
+    callbacks += [cb.WeightEMA(ema)] if ema is not None else []  # of the weights as saved
     callbacks += [guard, budget, cb.StepLimit(t.train_steps), progress] + attached
     if ctx.is_chief:
         callbacks += [cb.CheckpointSaver(manager, guard, log=chief_log),

@@ -43,9 +43,18 @@ def write_text_atomic(path: PathLike, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _jsonable(value: Any) -> Any:
+    """NumPy scalars and arrays (e.g. a per-channel quantisation scale in a report) as JSON."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def write_json_atomic(path: PathLike, payload: Mapping[str, Any], indent: int = 2) -> None:
-    """Write ``payload`` as sorted, indented JSON (with a final newline), atomically."""
-    write_text_atomic(path, json.dumps(payload, indent=indent, sort_keys=True) + "\n")
+    """Write ``payload`` as sorted, indented JSON (with a final newline), atomically; NumPy
+    values are written as numbers and lists."""
+    write_text_atomic(path, json.dumps(payload, indent=indent, sort_keys=True,
+                                       default=_jsonable) + "\n")
 
 
 # Staged and set-aside directories are named after their target and the writing process, so the

@@ -1,0 +1,162 @@
+"""CTranslate2 export: CTranslate2's greedy search reproduces tf-nmt's token for token (pre- and
+post-norm), int8 runs, the CLI refuses what the format ignores, and translate streams a file."""
+import json
+
+import pytest
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+pytestmark = pytest.mark.slow  # trains tiny models first
+
+from tests.helpers import ADJECTIVES, NOUNS, toy_pairs, write_toy_data_dir  # noqa: E402
+from tests.training.test_trainer import tiny_config  # noqa: E402
+from tf_nmt.cli import main  # noqa: E402
+from tf_nmt.compat import tf  # noqa: E402
+from tf_nmt.evaluation.translate import padded_source  # noqa: E402
+from tf_nmt.export import ctranslate2 as ct2_export  # noqa: E402
+from tf_nmt.export.ctranslate2 import (CTranslate2ExportError, CTranslate2Translator,  # noqa: E402
+                                       export_ctranslate2, is_ctranslate2_dir)
+from tf_nmt.models import base, decoding  # noqa: E402
+from tf_nmt.models.decoding import greedy_search  # noqa: E402
+from tf_nmt.run_dir import load_trained_model  # noqa: E402
+from tf_nmt.training.trainer import train  # noqa: E402
+
+
+def sentences():
+    """The 60 toy sources plus 40 longer, unseen combinations (100 sentences)."""
+    texts = [en for en, _ in toy_pairs()]
+    for i in range(40):
+        (n1, _, _), (a1, _) = NOUNS[i % len(NOUNS)], ADJECTIVES[i % len(ADJECTIVES)]
+        (n2, _, _), (a2, _) = NOUNS[(3 * i + 1) % len(NOUNS)], ADJECTIVES[(i + 2) % len(ADJECTIVES)]
+        texts.append(f"The {n1} is {a1} and the {n2} is {a2}.")
+    return texts
+
+
+@pytest.fixture(scope="module", params=["pre", "post"])
+def trained_run(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"ct2-{request.param}")
+    data_dir = write_toy_data_dir(root / "data")
+    run = root / "run"
+    train(tiny_config(data_dir, f"model.norm={request.param}", "train.train_steps=60",
+                      "train.steps_per_cycle=30"), run, log=lambda _m: None)
+    return run
+
+
+def tf_nmt_greedy(model, tokenizer, texts):
+    """tf-nmt's own greedy ids for ``texts`` decoded as one batch, eos and padding removed."""
+    source = padded_source(tokenizer.tokenize(tf.constant(texts)), ct2_export.MAX_SOURCE_LENGTH)
+    ids, _ = greedy_search(model, source)
+    out = []
+    for row in ids.numpy().tolist():
+        out.append(row[:row.index(base.EOS_ID)] if base.EOS_ID in row else
+                   [t for t in row if t != base.PAD_ID])
+    return out
+
+
+def ct2_greedy(export_dir, texts):
+    engine = CTranslate2Translator(export_dir)
+    return engine.translate_tokens(engine.source_tokens(texts), beam_size=1)
+
+
+def agreement(a, b):
+    assert len(a) == len(b)
+    return sum(x == y for x, y in zip(a, b)) / len(a)
+
+
+def test_constants_match_tf_nmt():
+    assert (ct2_export.PAD_ID, ct2_export.UNK_ID, ct2_export.BOS_ID, ct2_export.EOS_ID) == \
+        (base.PAD_ID, base.UNK_ID, base.BOS_ID, base.EOS_ID)
+    assert ct2_export.NEG == decoding.NEG
+    assert ct2_export.MAX_DECODE_LENGTH == decoding.MAX_DECODE_LENGTH
+
+
+def test_float32_greedy_matches_tf_nmt(trained_run, tmp_path):
+    model, tokenizer, cfg = load_trained_model(trained_run)
+    texts = sentences()
+    export_dir = export_ctranslate2(model, tokenizer, cfg, tmp_path / "ct2", run_dir=trained_run)
+    assert is_ctranslate2_dir(export_dir)
+    expected, got = tf_nmt_greedy(model, tokenizer, texts), ct2_greedy(export_dir, texts)
+    rate = agreement(expected, got)
+    print(f"greedy agreement ({model.get_config()['norm']}-norm): {rate:.1%} of {len(texts)}")
+    assert rate >= 0.99, [(t, e, g) for t, e, g in zip(texts, expected, got) if e != g][:3]
+    assert any(expected), "the tiny model should produce some tokens"
+    meta = json.loads((export_dir / "tf_nmt_export.json").read_text())
+    assert meta["special_ids"] == {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+    assert meta["source_language"] == "en" and meta["target_language"] == "de"
+    assert (export_dir / "vocab.model").read_bytes() == tokenizer.model_proto
+    vocab = json.loads((export_dir / "shared_vocabulary.json").read_text())
+    assert vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"] and len(vocab) == tokenizer.vocab_size
+
+
+def test_planted_defect_is_detected(trained_run, tmp_path, monkeypatch):
+    """The comparison is sharp: dropping the source's </s> changes the translations."""
+    model, tokenizer, cfg = load_trained_model(trained_run)
+    texts = sentences()
+    original = ct2_export.build_spec
+
+    def without_source_eos(*args):
+        spec = original(*args)
+        spec.config.add_source_eos = False
+        return spec
+
+    monkeypatch.setattr(ct2_export, "build_spec", without_source_eos)
+    export_dir = export_ctranslate2(model, tokenizer, cfg, tmp_path / "ct2")
+    rate = agreement(tf_nmt_greedy(model, tokenizer, texts), ct2_greedy(export_dir, texts))
+    print(f"greedy agreement without the source </s>: {rate:.1%}")
+    assert rate < 0.99
+
+
+def test_int8_runs(trained_run, tmp_path):
+    model, tokenizer, cfg = load_trained_model(trained_run)
+    export_dir = export_ctranslate2(model, tokenizer, cfg, tmp_path / "int8", quantization="int8")
+    out = CTranslate2Translator(export_dir).translate(sentences()[:8], beam_size=2)
+    assert len(out) == 8 and all(isinstance(t, str) for t in out) and any(out)
+
+
+def test_export_refuses_an_existing_directory_and_gnmt(trained_run, tmp_path):
+    model, tokenizer, cfg = load_trained_model(trained_run)
+    target = tmp_path / "ct2"
+    export_ctranslate2(model, tokenizer, cfg, target)
+    stamp = (target / "model.bin").stat().st_mtime_ns
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        export_ctranslate2(model, tokenizer, cfg, target)
+    assert (target / "model.bin").stat().st_mtime_ns == stamp
+    export_ctranslate2(model, tokenizer, cfg, target, overwrite=True)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+    cfg.model.kind = "gnmt"
+    with pytest.raises(CTranslate2ExportError, match="CTranslate2 has no LSTM decoder"):
+        export_ctranslate2(model, tokenizer, cfg, tmp_path / "gnmt")
+
+
+def test_cli_export_and_translate(trained_run, tmp_path, capsys):
+    export_dir = tmp_path / "ct2"
+    assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
+                 "--export-dir", str(export_dir), "--quantization", "float32"]) == 0
+    assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
+                 "--export-dir", str(export_dir)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    texts = ["The dog is old and the menu is new.", "The file is new.", "", "The window is empty."]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
+                 str(out), "--beam-size", "1", "--batch-size", "2"]) == 0
+    assert "sentences/s" in capsys.readouterr().err
+    expected = CTranslate2Translator(export_dir).translate(texts, beam_size=1, batch_size=2)
+    assert out.read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_cli_refusals(tmp_path, capsys):
+    def error(argv):
+        assert main(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    base_args = ["export", "--run-dir", str(tmp_path), "--export-dir", str(tmp_path / "e")]
+    assert "--chunk-size" in error(base_args + ["--format", "ctranslate2", "--chunk-size", "4"])
+    assert "--bits" in error(base_args + ["--format", "ctranslate2", "--bits", "4"])
+    assert "--quantization" in error(base_args + ["--quantization", "int8"])
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine\nalso fine\nbroken \xff here\n")
+    line = error(["translate", "--export-dir", str(tmp_path), "--input", str(bad)])
+    assert "line 3" in line and "UTF-8" in line
