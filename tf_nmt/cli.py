@@ -16,6 +16,7 @@ from typing import List, Optional
 import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
 from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES,
                            QUICKSTART_PRECISIONS)
+from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator
@@ -30,10 +31,6 @@ def _config(args: argparse.Namespace):
     if getattr(args, "data_dir", None):
         cfg.data.data_dir = str(args.data_dir)
     return cfg
-
-
-# prepare-data's split sizes and seed when not given (those of prepare_corpus)
-CORPUS_DEFAULTS = {"dev_size": 500, "test_size": 1000, "seed": 1234}
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> int:
@@ -52,10 +49,9 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
             raise UsageError(f"--vocab-only builds no corpus: {', '.join(given)} would be ignored")
         stats = None
     else:
-        sizes = {k: CORPUS_DEFAULTS[k] if getattr(args, k) is None else getattr(args, k)
-                 for k in CORPUS_DEFAULTS}
+        sizes = {k: getattr(args, k) for k in SPLIT_DEFAULTS if getattr(args, k) is not None}
         stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, force=args.force,
-                               **sizes)
+                               **sizes)  # prepare_corpus's defaults for what was not given
     tokenizer = ensure_vocab(Path(args.data_dir), args.vocab_size)
     print(f"vocabulary: {tokenizer.vocab_size} pieces (fingerprint {tokenizer.fingerprint})")
     print(f"prepare-data finished in {time.perf_counter() - start:.1f} s")
@@ -355,9 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
     p.add_argument("--debs-dir", type=Path, help="directory with already downloaded .deb files")
     p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--dev-size", type=int, help=f"default {CORPUS_DEFAULTS['dev_size']}")
-    p.add_argument("--test-size", type=int, help=f"default {CORPUS_DEFAULTS['test_size']}")
-    p.add_argument("--seed", type=int, help=f"default {CORPUS_DEFAULTS['seed']}")
+    p.add_argument("--dev-size", type=int, help=f"default {SPLIT_DEFAULTS['dev_size']}")
+    p.add_argument("--test-size", type=int, help=f"default {SPLIT_DEFAULTS['test_size']}")
+    p.add_argument("--seed", type=int, help=f"default {SPLIT_DEFAULTS['seed']}")
     p.add_argument("--force", action="store_true",
                    help="rebuild even if cached, and replace a corpus tf-nmt did not build")
     p.add_argument("--vocab-only", action="store_true",

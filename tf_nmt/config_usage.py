@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from tf_nmt.config import Config, ConfigError
+from tf_nmt.config import HOROVOD_MODES, Config, ConfigError
 
 MODES: Tuple[str, ...] = ("train", "train-elastic", "train-async", "quickstart")
 MODE_LABELS = {"train": "tf-nmt train", "train-elastic": "tf-nmt train --elastic",
@@ -49,7 +49,6 @@ WITHOUT_WARMUP = {"warmup_inverse_sqrt": "inverse_sqrt", "linear_warmup": "const
 GRADDROP_KEYS = ("drop_ratio", "drop_threshold", "drop_warmup_steps", "drop_warmup_shape",
                  "error_feedback", "local_gradients", "one_bit")
 BMUF_KEYS = ("bmuf_block_momentum", "bmuf_block_lr", "bmuf_nesterov")
-HOROVOD_MODES = ("dense", "sparse_as_dense")
 # The train.* keys only `tf-nmt train --elastic` reads (tf_nmt.training.elastic).
 ELASTIC_KEYS = ("elastic_commit_every", "elastic_max_retries")
 

@@ -72,10 +72,7 @@ def gpu_kernels_built() -> bool:
 
 
 def _warn_if_cuda_fell_back() -> None:
-    found = build_record()
-    if found["status"] == "unreadable":
-        _warn_unreadable_record(found)
-    info = found.get("record", {})
+    info = build_info()
     if info.get("cuda_status") == "failed":
         reason = str(info.get("reason", "")).strip().splitlines()
         warnings.warn(

@@ -53,6 +53,11 @@ class TrainPlan:
     # why ``auto`` took TensorFlow's op, per kernel ("loss", "dropout", "norm") that fell back
     kernel_fallbacks: Dict[str, str] = field(default_factory=dict)
 
+    @property
+    def kernels(self) -> Dict[str, str]:
+        """``{"loss": ..., "dropout": ..., "norm": ...}``: the kernels used (``fused`` or ``tf``)."""
+        return {"loss": self.loss_kernel, "dropout": self.dropout_kernel, "norm": self.norm_kernel}
+
 
 @dataclass
 class TrainResult:
@@ -178,9 +183,10 @@ def check_steps_per_execution(t: TrainConfig) -> None:
 
 
 def check_ema(t: TrainConfig) -> None:
-    """ConfigError for a ``train.ema_decay`` out of range or with settings whose optimizer steps
-    the per-step EMA update would not see one by one (comm modes are refused by
-    :mod:`tf_nmt.config_usage`: the EMA follows the weights all ranks share)."""
+    """ConfigError for a ``train.ema_decay`` out of range, under a comm mode whose ranks' weights
+    differ between averages (the EMA follows the weights all ranks share; this holds for a value
+    set in code too, where :mod:`tf_nmt.config_usage` refuses only keys the user gave), or with
+    settings whose optimizer steps the per-step EMA update would not see one by one."""
     if not 0.0 <= t.ema_decay < 1.0:
         raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {t.ema_decay}")
     if t.ema_decay and t.comm not in comm.HOROVOD_MODES:
@@ -218,7 +224,7 @@ def build_model_for_training(cfg: Config, vocab_size: int, plan: Optional[TrainP
     configured one, bf16 on CPUs and Ampere+); ``plan`` as in :func:`build_and_compile`."""
     plan = validate_config(cfg) if plan is None else plan
     policy = precision.policy_for_device(cfg.train.mixed_precision) if policy is None else policy
-    with use_kernels(dropout=plan.dropout_kernel, norm=plan.norm_kernel, loss=plan.loss_kernel):
+    with use_kernels(**plan.kernels):
         return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
                                        activation_quantization=plan.activation_quantization)
 
@@ -275,9 +281,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         if not run.vocab_path.is_file():
             tokenizer.save(run.vocab_path)
         cfg.save(run.config_path)
-        used = {"loss": plan.loss_kernel, "dropout": plan.dropout_kernel, "norm": plan.norm_kernel}
-        record = runtime.runtime_record(cfg.train, used, plan.kernel_fallbacks, policy_record,
-                                        resuming=resuming)
+        record = runtime.runtime_record(cfg.train, plan.kernels, plan.kernel_fallbacks,
+                                        policy_record, resuming=resuming)
         run.write_meta(runtime.with_runtime(meta, run.read_meta(), record))
 
     model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule, plan=plan,

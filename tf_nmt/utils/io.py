@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import glob
 import json
 import os
@@ -72,13 +73,18 @@ def _sidecar_prefix(target: Path, tag: str) -> str:
     return f".{target.name}.{tag}."
 
 
+def _sidecar_directory(target: Path, tag: str) -> Path:
+    """A new empty directory next to ``target``, named after it, ``tag`` and this process."""
+    return Path(tempfile.mkdtemp(dir=target.parent,
+                                 prefix=f"{_sidecar_prefix(target, tag)}{os.getpid()}."))
+
+
 def staging_directory(target: PathLike) -> Path:
     """A new empty directory next to ``target`` to build its replacement in; leftovers of a
     crashed writer are removed by :func:`recover_directory`."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=target.parent,
-                                 prefix=f"{_sidecar_prefix(target, STAGED_TAG)}{os.getpid()}."))
+    return _sidecar_directory(target, STAGED_TAG)
 
 
 def _process_alive(pid: int) -> bool:
@@ -115,6 +121,7 @@ def recover_directory(target: PathLike) -> None:
         shutil.rmtree(staged, ignore_errors=True)
 
 
+@functools.lru_cache(maxsize=None)
 def _libc_renameat2() -> Any:
     if not sys.platform.startswith("linux"):
         return None
@@ -162,8 +169,7 @@ def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) ->
     if exchange_paths(staged, target):
         shutil.rmtree(staged, ignore_errors=True)  # now the old copy
         return
-    old = Path(tempfile.mkdtemp(dir=target.parent,
-                                prefix=f"{_sidecar_prefix(target, ASIDE_TAG)}{os.getpid()}."))
+    old = _sidecar_directory(target, ASIDE_TAG)
     os.replace(target, old / target.name)
     os.replace(staged, target)
     shutil.rmtree(old, ignore_errors=True)

@@ -151,8 +151,14 @@ def refuse_foreign_corpus(corpus_dir: Path) -> None:
             "or pass --force to replace it")
 
 
-def prepare_corpus(data_dir: Path, debs_dir: Optional[Path] = None, dev_size: int = 500,
-                   test_size: int = 1000, seed: int = 1234, force: bool = False,
+# The split sizes and seed prepare_corpus uses when not given (also prepare-data's defaults).
+SPLIT_DEFAULTS = {"dev_size": 500, "test_size": 1000, "seed": 1234}
+
+
+def prepare_corpus(data_dir: Path, debs_dir: Optional[Path] = None,
+                   dev_size: int = SPLIT_DEFAULTS["dev_size"],
+                   test_size: int = SPLIT_DEFAULTS["test_size"],
+                   seed: int = SPLIT_DEFAULTS["seed"], force: bool = False,
                    log: Log = print) -> dict:
     """Build (or reuse) ``data_dir/corpus/{train,dev,test}.{en,de}`` and return its stats.
 
