@@ -114,3 +114,15 @@ def test_prepare_data_never_replaces_a_corpus_it_did_not_build(tmp_path, capsys)
                  "--vocab-size", "320"]) == 0
     assert (data / "vocab" / "spm-320.model").is_file()
     assert {p.name: p.read_bytes() for p in (data / "corpus").iterdir()} == before
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--checkpoint", "runs/x/checkpoints/ckpt-1"], "--checkpoint would be ignored"),
+    (["--beam-size", "2"], "--beam-size would be ignored"),
+])
+def test_translate_refuses_what_an_export_would_ignore(extra, message, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("Open the file.\n")
+    err = error_line(["translate", "--export-dir", str(tmp_path / "export"), "--input",
+                      str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"), *extra],
+                     capsys)
+    assert message in err and not (tmp_path / "out.txt").exists()

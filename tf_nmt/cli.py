@@ -152,9 +152,15 @@ def cmd_translate(args: argparse.Namespace) -> int:
     lines = _read_lines(args.input)
     if args.export_dir and args.lowprec:
         raise UsageError("--lowprec translates from --run-dir (the export runs stock ops)")
+    if args.export_dir and args.checkpoint:
+        raise UsageError("--checkpoint would be ignored: an export holds one model (export "
+                         "another checkpoint, or translate with --run-dir --checkpoint)")
     if args.export_dir and is_ctranslate2_dir(args.export_dir):
         outputs = _translate_ctranslate2(args, lines)
     elif args.export_dir:
+        if args.beam_size:
+            raise UsageError("--beam-size would be ignored: a SavedModel's beam is fixed when it "
+                             "is exported (tf-nmt export --beam-size)")
         from tf_nmt.compat import tf
         import tensorflow_text  # noqa: F401  (SentencePiece ops)
 
