@@ -1,0 +1,33 @@
+"""Horovod data-parallel training for Keras 3 (``import keras``, TensorFlow backend).
+
+Horovod 0.28.1's own ``horovod.tensorflow.keras`` does not work with Keras 3: its
+``DistributedOptimizer`` trains without ever averaging the gradients (ranks drift apart
+silently) and its broadcast callback crashes (horovod/horovod#4290). This package is our own
+replacement, built only on ``horovod.tensorflow`` collectives and the public Keras 3 API:
+
+* :class:`DistributedOptimizer` — wraps a Keras 3 optimizer; gradients are averaged over the
+  ranks before each update (optionally every ``backward_passes_per_step`` batches);
+* :class:`BroadcastInitialState`, :class:`MetricAverage`, :class:`LearningRateWarmup` —
+  callbacks for ``model.fit``.
+
+Usage (see docs/keras3.md and ``examples/train_mnist_like.py``)::
+
+    import horovod.tensorflow as hvd
+    import keras
+    from horovod_patches import keras3 as hvd_keras3
+
+    hvd.init()
+    model.compile(optimizer=hvd_keras3.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size())),
+                  loss=..., jit_compile=False)
+    model.fit(my_shard_of_the_data, callbacks=[hvd_keras3.MetricAverage(),
+                                               hvd_keras3.BroadcastInitialState()])
+
+Importing this package imports TensorFlow, Keras 3 and ``horovod.tensorflow`` (not
+``horovod.tensorflow.keras``); it does not set ``TF_USE_LEGACY_KERAS``.
+"""
+from horovod_patches.keras3.callbacks import (BroadcastInitialState, LearningRateWarmup,
+                                              MetricAverage, broadcast_state)
+from horovod_patches.keras3.optimizer import DistributedOptimizer
+
+__all__ = ["DistributedOptimizer", "BroadcastInitialState", "MetricAverage",
+           "LearningRateWarmup", "broadcast_state"]
