@@ -94,6 +94,9 @@ def test_quickstart_preset_picks_the_recipe_and_unknown_ones_are_refused(tmp_pat
     with pytest.raises(SystemExit):
         cli.main(["quickstart", "--preset", "gnmt-big"])
     assert "invalid choice: 'gnmt-big'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a WMT preset does not fit the quickstart's budget
+        cli.main(["quickstart", "--preset", "transformer-big"])
+    assert "invalid choice: 'transformer-big'" in capsys.readouterr().err
 
 
 def test_prepare_data_never_replaces_a_corpus_it_did_not_build(tmp_path, capsys):

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A valid value other than the default, for every key (model hyper-parameters: model.dropout).
 VALUES = {
     "data.data_dir": "elsewhere", "data.vocab_size": 4000, "data.max_length": 50,
-    "data.batch_tokens": 2048, "data.length_bucket_width": 0, "data.shuffle_seed": 7,
+    "data.batch_tokens": 2048, "data.length_bucket_width": 0, "data.shuffle_seed": 7, "data.shuffle_buffer": 1000,
     "data.oversample": "{ding: 2}",
     "model.kind": "gnmt", "model.dropout": 0.2,
     "decode.beam_size": 2, "decode.length_penalty": 1.0, "decode.batch_size": 8,

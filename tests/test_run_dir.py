@@ -1,4 +1,5 @@
-"""The resume guard of a run directory (tf_nmt.run_dir): world size, model, vocabulary."""
+"""The resume guard of a run directory (tf_nmt.run_dir): world size, model, vocabulary,
+languages."""
 import pytest
 
 from tf_nmt.run_dir import RunDir, RunDirError, check_resume
@@ -75,3 +76,19 @@ def test_a_corrupt_checkpoint_is_a_run_dir_error(tmp_path):
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 3])
     with pytest.raises(RunDirError, match=f"cannot restore checkpoint {prefix}"):
         load_trained_model(run.root)
+
+
+def test_other_languages_are_refused_and_old_runs_count_as_en_de(tmp_path):
+    """meta.json records the data dir's languages; a run from before they were recorded trained
+    the built-in en-de corpus."""
+    old = saved_run(tmp_path)  # no "languages" key
+    assert old.languages() == ("en", "de")
+    assert check_resume(old, {**META, "languages": ["en", "de"]}) is False
+    with pytest.raises(RunDirError, match="trained on en-de but this data dir is en-fr") as err:
+        check_resume(old, {**META, "languages": ["en", "fr"]})
+    assert "\n" not in str(err.value)
+    (tmp_path / "other").mkdir()
+    fr_en = saved_run(tmp_path / "other", languages=["fr", "en"])
+    assert fr_en.languages() == ("fr", "en")
+    with pytest.raises(RunDirError, match="trained on fr-en but this data dir is en-fr"):
+        check_resume(fr_en, {**META, "languages": ["en", "fr"]})

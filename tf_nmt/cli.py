@@ -17,6 +17,7 @@ import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
 from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES,
                            QUICKSTART_PRECISIONS)
 from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
+from tf_nmt.data.own_corpus import cli_args as own_cli
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator
@@ -33,10 +34,38 @@ def _config(args: argparse.Namespace):
     return cfg
 
 
+def _prepare_own_corpus(args: argparse.Namespace) -> int:
+    """prepare-data --train-*: the user's own files, cleaned, held out, encoded into shards."""
+    from tf_nmt.data.own_corpus.prepare import prepare_own_corpus
+
+    manifest = prepare_own_corpus(own_cli.options_from_args(args))
+    if args.stats_json:
+        write_json_atomic(Path(args.stats_json), manifest)
+    return 0
+
+
+def _forget_own_corpus(data_dir: Path) -> None:
+    """--force over an own corpus: its manifest, vocabulary and shards go before the built-in
+    corpus is built (its vocab/spm-N.model would otherwise be taken for the built-in one's)."""
+    import shutil
+
+    from tf_nmt.data.prepared import manifest_path
+
+    if manifest_path(data_dir).is_file():
+        print(f"--force: removing the own corpus in {data_dir}")
+        for sub in ("vocab", "shards"):
+            shutil.rmtree(data_dir / sub, ignore_errors=True)
+        manifest_path(data_dir).unlink()
+
+
 def cmd_prepare_data(args: argparse.Namespace) -> int:
     from tf_nmt.data.corpus import prepare_corpus
     from tf_nmt.data.vocabulary import ensure_vocab
 
+    if own_cli.own_corpus_given(args):
+        return _prepare_own_corpus(args)
+    own_cli.refuse_for_builtin(args)
+    args.vocab_size = args.vocab_size or own_cli.DEFAULTS["vocab_size"]
     start = time.perf_counter()
     if args.vocab_only:  # the user's own corpus: learn its vocabulary, build nothing
         given = [flag for flag, on in (("--debs-dir", args.debs_dir is not None),
@@ -50,6 +79,8 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
         stats = None
     else:
         sizes = {k: getattr(args, k) for k in SPLIT_DEFAULTS if getattr(args, k) is not None}
+        if args.force:
+            _forget_own_corpus(Path(args.data_dir))
         stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, force=args.force,
                                **sizes)  # prepare_corpus's defaults for what was not given
     tokenizer = ensure_vocab(Path(args.data_dir), args.vocab_size)
@@ -224,7 +255,7 @@ def _export_ctranslate2(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise UsageError("export --format ctranslate2 needs --run-dir")
     from tf_nmt.export.ctranslate2 import export_ctranslate2
-    from tf_nmt.run_dir import load_trained_checkpoint
+    from tf_nmt.run_dir import RunDir, load_trained_checkpoint
 
     weights = args.weights or "raw"
     model, tokenizer, cfg, prefix = load_trained_checkpoint(Path(args.run_dir), args.checkpoint,
@@ -234,7 +265,8 @@ def _export_ctranslate2(args: argparse.Namespace) -> int:
     path = export_ctranslate2(model, tokenizer, cfg, Path(args.export_dir),
                               quantization=args.quantization or "float32",
                               overwrite=args.overwrite, run_dir=Path(args.run_dir),
-                              checkpoint=prefix, weights=weights)
+                              checkpoint=prefix, weights=weights,
+                              languages=RunDir(Path(args.run_dir)).languages())
     print(f"exported CTranslate2 model to {path} ({args.quantization or 'float32'} weights, "
           f"{weights} weights of {prefix}); translate with: tf-nmt translate --export-dir {path}")
     return 0
@@ -264,17 +296,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise UsageError("export needs --run-dir (or --quantized PACKED_FILE)")
     from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.run_dir import load_trained_model
+    from tf_nmt.run_dir import RunDir, load_trained_model
 
     weights = args.weights or "raw"
     model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint, weights)
+    languages = RunDir(Path(args.run_dir)).languages()
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
                               beam_size=args.beam_size or cfg.decode.beam_size,
                               length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite,
-                              chunk_size=args.chunk_size)
+                              chunk_size=args.chunk_size, languages=languages)
     write_json_atomic(Path(path) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
                       {"weights": weights, "run_dir": str(args.run_dir),
-                       "checkpoint": args.checkpoint})
+                       "checkpoint": args.checkpoint, "languages": list(languages)})
     print(f"exported SavedModel to {path} (signature serving_default: texts -> translations; "
           f"{weights} weights)")
     quant = getattr(model, "activation_quantization", None)
@@ -314,7 +347,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="YAML/JSON config file")
-    p.add_argument("--preset", help="start from a named preset (quickstart, gnmt-small)")
+    p.add_argument("--preset", help=f"start from a named preset ({', '.join(PRESETS)})")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value (repeatable), e.g. --set train.train_steps=500")
     p.add_argument("--data-dir", type=Path, help="prepared data directory (overrides data.data_dir)")
@@ -353,19 +386,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("prepare-data", help="build the en-de corpus from Debian packages + vocabulary")
+    p = sub.add_parser("prepare-data", help="build the en-de corpus from Debian packages, or "
+                       "your own corpus (--train-*), + vocabulary")
     p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
     p.add_argument("--debs-dir", type=Path, help="directory with already downloaded .deb files")
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--dev-size", type=int, help=f"default {SPLIT_DEFAULTS['dev_size']}")
-    p.add_argument("--test-size", type=int, help=f"default {SPLIT_DEFAULTS['test_size']}")
+    p.add_argument("--vocab-size", type=int,
+                   help=f"default {own_cli.DEFAULTS['vocab_size']}")
+    p.add_argument("--dev-size", type=int, help=f"default {SPLIT_DEFAULTS['dev_size']} (own "
+                   f"corpus: {own_cli.DEFAULTS['dev_size']}, carved from train)")
+    p.add_argument("--test-size", type=int, help=f"default {SPLIT_DEFAULTS['test_size']} (own "
+                   "corpus: no test split)")
     p.add_argument("--seed", type=int, help=f"default {SPLIT_DEFAULTS['seed']}")
     p.add_argument("--force", action="store_true",
                    help="rebuild even if cached, and replace a corpus tf-nmt did not build")
     p.add_argument("--vocab-only", action="store_true",
                    help="only learn the vocabulary of the corpus already in DATA_DIR/corpus "
                         "(your own files), as multi-worker training needs")
-    p.add_argument("--stats-json", type=Path)
+    p.add_argument("--stats-json", type=Path, help="write the corpus statistics (own corpus: "
+                   "its manifest) to this file")
+    own_cli.add_arguments(p)
     p.set_defaults(func=cmd_prepare_data)
 
     p = sub.add_parser("train", help="train or resume a run with model.fit")
@@ -491,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-dir", type=Path, default=Path("runs/quickstart-export"))
     p.add_argument("--results", type=Path,
                    help="where to write the run's record (default: RUN_DIR/quickstart.json)")
-    p.add_argument("--preset", default="quickstart", choices=list(PRESETS),
+    # The quickstart's presets: its 45-minute budget on 2 cores fits these, not the WMT ones.
+    p.add_argument("--preset", default="quickstart", choices=["quickstart", "gnmt-small"],
                    help="the model and recipe: the Transformer (default) or the GNMT LSTM")
     p.add_argument("--precision", default="auto", choices=QUICKSTART_PRECISIONS,
                    help="auto (default): time float32 and mixed bfloat16 training steps on this "

@@ -44,8 +44,10 @@ class DataConfig:
         "help": "the prepared data directory: corpus/{train,dev,test}.{en,de} and "
                 "vocab/spm-<vocab_size>.model (`--data-dir` overrides it)"})
     vocab_size: int = field(default=8000, metadata={
-        "help": "pieces in the shared en/de SentencePiece vocabulary; selects "
-                "DATA_DIR/vocab/spm-<vocab_size>.model, learned from the train split when missing"})
+        "help": "pieces in the shared SentencePiece vocabulary; the built-in corpus: selects "
+                "DATA_DIR/vocab/spm-<vocab_size>.model, learned from the train split when missing; "
+                "an own corpus (prepare-data --train-*): its prepared vocabulary, whose size this "
+                "must equal when given"})
     max_length: int = field(default=100, metadata={
         "help": "longest training/dev pair kept, in subword tokens with bos/eos; longer pairs "
                 "are dropped"})
@@ -56,6 +58,10 @@ class DataConfig:
                 "longer side, as OpenNMT-tf does); 0: geometric buckets"})
     shuffle_seed: int = field(default=1234, metadata={
         "help": "seed of the training data shuffle (each worker adds its rank)"})
+    shuffle_buffer: int = field(default=100_000, metadata={
+        "help": "pairs each worker holds for shuffling the training data (the memory bound when "
+                "streaming an own corpus's shards); the in-memory built-in corpus uses at most "
+                "its pairs per worker"})
     # Repeat the train pairs of a source K times ({source: K}, sources as in train.meta.tsv,
     # e.g. {ding: 3}): up-weights a domain (tf_nmt.data.weighting). Empty: every pair once.
     oversample: Dict[str, int] = field(default_factory=dict, metadata={
@@ -451,6 +457,54 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                   "dropout": 0.1},
         "train": {"schedule": "step_decay", "peak_lr": 1e-3, "decay_start": 2000,
                   "decay_every": 500, "steps_per_cycle": 250},
+    },
+    # The WMT-scale presets below give their peak learning rate for the whole (global) batch, so
+    # they turn off train.scale_lr_with_workers: more workers then mean a bigger batch, not a
+    # larger rate. docs/distributed.md "The big-batch recipe" says how to raise peak_lr with the
+    # batch. They leave data.vocab_size alone: an own corpus's vocabulary comes from its manifest.
+    #
+    # Transformer base, Vaswani et al. 2017 ("Attention Is All You Need"), Table 3 row "base" and
+    # section 5: 6+6 layers, d_model 512, 8 heads, feed-forward 2048, dropout 0.1, post-norm
+    # (LayerNorm(x + Sublayer(x)), section 3.1), no attention dropout, label smoothing 0.1, one
+    # embedding shared by both sides and the output (section 3.4), 100k steps. Their rate,
+    # d_model^-0.5 * min(s^-0.5, s * 4000^-1.5), is train.schedule=warmup_inverse_sqrt with a
+    # 4,000-step warm-up to 512^-0.5 * 4000^-0.5 = 6.99e-4 (rounded to 7e-4). Adam 0.9/0.98/1e-9
+    # and beam 4 with length penalty 0.6 are already tf-nmt's defaults. About 60.6M parameters
+    # with a 32k shared vocabulary (tests/models/test_presets.py counts them).
+    "transformer-base": {
+        "model": {"kind": "transformer", "num_layers": 6, "d_model": 512, "num_heads": 8,
+                  "ff_dim": 2048, "dropout": 0.1, "attention_dropout": 0.0, "norm": "post"},
+        "train": {"schedule": "warmup_inverse_sqrt", "peak_lr": 7e-4, "warmup_steps": 4000,
+                  "scale_lr_with_workers": False, "label_smoothing": 0.1,
+                  "train_steps": 100_000, "steps_per_cycle": 1000},
+    },
+    # Transformer big, the same paper, Table 3 row "big": d_model 1024, 16 heads, feed-forward
+    # 4096, dropout 0.3 (their EN-DE value; EN-FR used 0.1), 300k steps; the same schedule, whose
+    # peak at d_model 1024 is 1024^-0.5 * 4000^-0.5 = 4.94e-4 (rounded to 5e-4). About 209M
+    # parameters with a 32k shared vocabulary.
+    "transformer-big": {
+        "model": {"kind": "transformer", "num_layers": 6, "d_model": 1024, "num_heads": 16,
+                  "ff_dim": 4096, "dropout": 0.3, "attention_dropout": 0.0, "norm": "post"},
+        "train": {"schedule": "warmup_inverse_sqrt", "peak_lr": 5e-4, "warmup_steps": 4000,
+                  "scale_lr_with_workers": False, "label_smoothing": 0.1,
+                  "train_steps": 300_000, "steps_per_cycle": 1000},
+    },
+    # GNMT with 1,024-unit layers: 8 encoder layers (the bottom one bidirectional) and 8 decoder
+    # layers, as in Wu et al. 2016 ("Google's Neural Machine Translation System", abstract and
+    # section 3: residual connections from the third layer, attention fed from the bottom decoder
+    # layer) and tensorflow/nmt's wmt16_gnmt_8_layer.json: 8 is the depth the GNMT paper
+    # reports its results with, and the model here already follows its layout. Dropout 0.2 and
+    # the schedule's shape come from that json: 340k steps, the rate held for the first half and
+    # then halved 10 times ("luong10"), here step_decay with Adam at gnmt-small's 1e-3 in place
+    # of its SGD at 1.0. Attention is luong, not GNMT's additive one: tf-nmt's bahdanau scores
+    # hold a [batch, target, source, units] tensor, up to 1.7 GB for a 4,096-token batch of
+    # 100-token pairs at 1,024 units. About 212M parameters with a 32k shared vocabulary.
+    "gnmt-1024": {
+        "model": {"kind": "gnmt", "num_layers": 8, "units": 1024, "attention": "luong",
+                  "dropout": 0.2},
+        "train": {"schedule": "step_decay", "peak_lr": 1e-3, "decay_start": 170_000,
+                  "decay_every": 17_000, "decay_factor": 0.5, "scale_lr_with_workers": False,
+                  "train_steps": 340_000, "steps_per_cycle": 1000},
     },
 }
 

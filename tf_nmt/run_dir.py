@@ -1,9 +1,9 @@
 """A training run: its directory, the guard that keeps a resume consistent, and its model.
 
 Layout: ``config.yaml`` (resolved config), ``vocab.model`` (SentencePiece proto), ``meta.json``
-(vocabulary fingerprint, model kind/hparams, world size), ``checkpoints/`` and ``logs/``.
-Resuming with a different vocabulary, model or (unless allowed) world size is refused before
-anything is written.
+(vocabulary fingerprint, model kind/hparams, world size, languages), ``checkpoints/`` and ``logs/``.
+Resuming with other languages, a different vocabulary, model or (unless allowed) world size
+is refused before anything is written.
 
 This is also the one place that builds a model with its variables created
 (:func:`build_initialised_model`) and the one that restores a trained run's model
@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, load_config
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
@@ -67,6 +68,11 @@ class RunDir:
         """Prefix of the newest checkpoint, or None."""
         return tf.train.latest_checkpoint(str(self.checkpoints))
 
+    def languages(self) -> Tuple[str, str]:
+        """(source, target) language of the run (meta.json; runs from before it was recorded
+        trained the built-in en-de corpus)."""
+        return languages_of(self.read_meta())
+
     def is_run(self) -> bool:
         """True when this looks like a tf-nmt run directory (config and vocabulary present)."""
         return self.config_path.is_file() and self.vocab_path.is_file()
@@ -85,6 +91,11 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
             raise RunDirError(f"{run.root} has checkpoints but no meta.json; refusing to guess "
                               "what they were trained with")
         return False
+    if languages_of(saved) != languages_of(meta):
+        raise RunDirError(
+            f"cannot resume {run.root}: it was trained on {'-'.join(languages_of(saved))} but "
+            f"this data dir is {'-'.join(languages_of(meta))}. Use a new --run-dir; nothing was "
+            "overwritten.")
     if saved.get("vocab_fingerprint") != meta.get("vocab_fingerprint"):
         raise RunDirError(
             f"cannot resume {run.root}: it was trained with vocabulary {saved.get('vocab_fingerprint')} "
@@ -103,11 +114,19 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
     return run.has_checkpoint()
 
 
-def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int) -> Dict[str, Any]:
-    """What ``meta.json`` records, and what :func:`check_resume` compares."""
+def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int,
+             languages: Sequence[str] = BUILTIN_LANGUAGES) -> Dict[str, Any]:
+    """What ``meta.json`` records, and what :func:`check_resume` compares (``languages``:
+    (source, target) of the data dir, :attr:`tf_nmt.data.prepared.PreparedData.languages`)."""
     return {"vocab_fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size,
             "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
-            "world_size": world_size}
+            "world_size": world_size, "languages": list(languages)}
+
+
+def languages_of(meta: Optional[Mapping[str, Any]]) -> Tuple[str, str]:
+    """(source, target) a run's meta records; en-de for runs from before it was recorded."""
+    src, tgt = (meta or {}).get("languages") or BUILTIN_LANGUAGES
+    return str(src), str(tgt)
 
 
 def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, Any],

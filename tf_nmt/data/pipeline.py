@@ -79,6 +79,9 @@ def check_data_config(data: DataConfig) -> None:
         bucket_plan(data.batch_tokens, data.max_length, data.length_bucket_width)
     except ValueError as e:
         raise ConfigError(f"data: {e}") from None
+    if data.shuffle_buffer < 1:
+        raise ConfigError(f"data.shuffle_buffer must be >= 1 (pairs held for shuffling), got "
+                          f"{data.shuffle_buffer}")
     check_oversample(data.oversample)
 
 
@@ -103,16 +106,27 @@ def make_dataset(corpus: EncodedCorpus, batch_tokens: int = 4096, max_length: in
     if num_shards > len(corpus):
         raise ValueError(f"more data shards requested ({num_shards}) than sentence pairs "
                          f"({len(corpus)}): use fewer workers or more data")
-    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
     ds = tf.data.Dataset.from_tensor_slices((corpus.source, corpus.target))
     if num_shards > 1:
         ds = ds.shard(num_shards, shard_index)
-    ds = ds.map(_with_specials, num_parallel_calls=tf.data.AUTOTUNE)
+    buffer = shuffle_buffer or max(1, len(corpus) // num_shards)
+    return batch_pairs(ds, batch_tokens, max_length, shuffle=shuffle, repeat=repeat, seed=seed,
+                       shuffle_buffer=buffer, bucket_width=bucket_width)
+
+
+def batch_pairs(pairs: tf.data.Dataset, batch_tokens: int, max_length: int, shuffle: bool,
+                repeat: bool, seed: Optional[int], shuffle_buffer: int,
+                bucket_width: int = 0) -> tf.data.Dataset:
+    """(source ids, target ids) pairs without specials -> the training batches of
+    :func:`make_dataset`: eos/bos added, pairs over ``max_length`` dropped, shuffled through a
+    buffer of ``shuffle_buffer`` pairs, repeated, and batched by :func:`bucket_plan`. Shared by the
+    in-memory corpus and the streamed shards (:mod:`tf_nmt.data.streaming`), so both batch alike."""
+    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
+    ds = pairs.map(_with_specials, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.filter(lambda s, ti, to: tf.logical_and(tf.size(s) <= max_length,
                                                     tf.size(ti) <= max_length))
     if shuffle:
-        buffer = shuffle_buffer or max(1, len(corpus) // num_shards)
-        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
     ds = ds.bucket_by_sequence_length(

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
+from tf_nmt.config import ConfigError
 from tf_nmt.data.corpus import read_parallel
+from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
 from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
 from tf_nmt.utils.io import write_bytes_atomic
 
@@ -20,13 +22,42 @@ def vocab_path(data_dir: Path, vocab_size: int) -> Path:
 
 
 def load_split(data_dir: Path, split: str) -> List[Tuple[str, str]]:
-    """(English, German) pairs of a prepared split, validated line by line."""
-    base = corpus_dir(data_dir)
-    src, tgt = base / f"{split}.en", base / f"{split}.de"
+    """(source, target) pairs of a prepared split (the data dir's language pair, see
+    :func:`tf_nmt.data.prepared.read_prepared`), validated line by line."""
+    prepared = read_prepared(data_dir)
+    src, tgt = prepared.split_files(split)
     if not src.is_file() or not tgt.is_file():
-        raise FileNotFoundError(f"no {split} split under {base}: run `tf-nmt prepare-data "
-                                f"--data-dir {data_dir}` first")
+        if not prepared.own:
+            raise FileNotFoundError(f"no {split} split under {corpus_dir(data_dir)}: run "
+                                    f"`tf-nmt prepare-data --data-dir {data_dir}` first")
+        if split == "train":
+            raise DataError(f"{data_dir}: an own corpus keeps its train pairs as shards "
+                            "(streamed by tf-nmt train), not as text")
+        raise DataError(f"{data_dir} has no {split} split ({src.name}/{tgt.name} missing: "
+                        f"prepare-data was given no --{split}-* files and no --{split}-size); "
+                        "use another split (e.g. dev), or re-run prepare-data with one")
     return read_parallel(src, tgt)
+
+
+def prepared_vocab(prepared: PreparedData, vocab_size: Optional[int] = None) -> SubwordTokenizer:
+    """An own corpus's vocabulary, as its manifest records it. ``vocab_size``: the size the
+    configuration asks for (None: not given, the manifest's); another size is a ConfigError
+    naming both, a missing or changed model file a :class:`DataError`."""
+    if vocab_size is not None and vocab_size != prepared.vocab_size:
+        raise ConfigError(f"data.vocab_size={vocab_size}, but the corpus in {prepared.root} was "
+                          f"prepared with a {prepared.vocab_size}-piece vocabulary: unset "
+                          f"data.vocab_size (or set it to {prepared.vocab_size}), or re-run "
+                          "prepare-data with --vocab-size")
+    path = prepared.root / prepared.manifest.get("vocab", {}).get(
+        "path", f"vocab/spm-{prepared.vocab_size}.model")
+    if not path.is_file():
+        raise DataError(f"{path}: vocabulary missing (the manifest names it); re-run "
+                        "`tf-nmt prepare-data ... --force`")
+    tokenizer = SubwordTokenizer.load(path)
+    if prepared.vocab_fingerprint and tokenizer.fingerprint != prepared.vocab_fingerprint:
+        raise DataError(f"{path}: vocabulary {tokenizer.fingerprint}, but the shards were encoded "
+                        f"with {prepared.vocab_fingerprint}; re-run `tf-nmt prepare-data ... --force`")
+    return tokenizer
 
 
 def ensure_vocab(data_dir: Path, vocab_size: int, log: Callable[[str], None] = print

@@ -5,11 +5,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
+from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.data.vocabulary import load_split
-from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf
+from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf, tokenizer_for
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
 from tf_nmt.models.activation_quant import inference_engine, use_engine
-from tf_nmt.run_dir import load_trained_model
+from tf_nmt.run_dir import RunDir, load_trained_model
 from tf_nmt.utils.io import write_bytes_atomic
 
 
@@ -18,13 +20,17 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
                  length_penalty: Optional[float] = None, limit: int = 0,
                  log: Callable[[str], None] = print, engine: str = "emulated",
                  weights: str = "raw") -> Dict[str, Any]:
-    """BLEU of the run's model on ``split`` (hypotheses written to ``run_dir/<split>.hyp.de``);
+    """BLEU of the run's model on ``split`` of ``data_dir`` (default: the run's), which must
+    hold the run's languages and vocabulary (hypotheses written to ``run_dir/<split>.hyp.<tgt>``;
+    BLEU tokenised for the target language, :func:`tf_nmt.evaluation.bleu.tokenizer_for`);
     ``engine`` runs its quantised matmuls (:data:`tf_nmt.models.activation_quant.ENGINES`, e.g.
     ``"lowprec"``: the log-space kernels); ``weights``: ``"raw"`` or ``"ema"`` (the run's
     moving average, ``train.ema_decay``), recorded in the report."""
     model, tokenizer, cfg = load_trained_model(run_dir, checkpoint, weights)
     matmuls = inference_engine(model, engine)
-    pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
+    prepared = read_prepared(Path(data_dir or cfg.data.data_dir))
+    check_data_matches_run(prepared, RunDir(Path(run_dir)), tokenizer)
+    pairs = load_split(prepared.root, split)
     if limit:
         pairs = pairs[:limit]
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
@@ -35,10 +41,14 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     with use_engine(matmuls):
         hypotheses = translate_texts(translate_fn, tokenizer, sources, cfg.decode.batch_size)
     seconds = time.perf_counter() - start
-    write_bytes_atomic(Path(run_dir) / f"{split}.hyp.de", ("\n".join(hypotheses) + "\n").encode())
-    bleu = corpus_bleu(hypotheses, references)
+    write_bytes_atomic(Path(run_dir) / f"{split}.hyp.{prepared.tgt_lang}",
+                       ("\n".join(hypotheses) + "\n").encode())
+    tokenize, fallback = tokenizer_for(prepared.tgt_lang)
+    if fallback:
+        log(fallback)
+    bleu = corpus_bleu(hypotheses, references, tokenize)
     chrf = corpus_chrf(hypotheses, references)
-    baseline = copy_baseline(sources, references)
+    baseline = copy_baseline(sources, references, tokenize)
     log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha}, "
         f"matmuls: {matmuls.name}, {weights} weights)")
     log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
@@ -49,5 +59,21 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
             "signature": bleu.signature, "chrf": chrf.score, "copy_baseline_bleu": baseline.score,
             "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
             "matmul_engine": matmuls.name, "weights": weights,
+            "languages": list(prepared.languages), "bleu_tokenize": tokenize,
+            "bleu_tokenize_fallback": fallback,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}
+
+
+def check_data_matches_run(prepared: PreparedData, run: RunDir, tokenizer: SubwordTokenizer) -> None:
+    """DataError when ``prepared`` holds another language pair than the run was trained on, or
+    (an own corpus) another vocabulary than the run's."""
+    trained = run.languages()
+    if prepared.languages != trained:
+        raise DataError(f"{prepared.root} holds {'-'.join(prepared.languages)} but the run "
+                        f"{run.root} was trained on {'-'.join(trained)}: evaluate it on its "
+                        "own data dir (--data-dir)")
+    if prepared.vocab_fingerprint and prepared.vocab_fingerprint != tokenizer.fingerprint:
+        raise DataError(f"{prepared.root} was prepared with vocabulary {prepared.vocab_fingerprint} "
+                        f"but the run {run.root} uses {tokenizer.fingerprint}: evaluate it on "
+                        "the data dir it was trained on (--data-dir)")

@@ -41,6 +41,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.errors import UserError
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
@@ -184,10 +185,12 @@ def build_spec(model, tokens: List[str]):
 
 def export_ctranslate2(model, tokenizer, cfg, export_dir: Path, quantization: str = "float32",
                        overwrite: bool = False, run_dir: Optional[Path] = None,
-                       checkpoint: Optional[str] = None, weights: Optional[str] = None) -> Path:
+                       checkpoint: Optional[str] = None, weights: Optional[str] = None,
+                       languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:
     """Write a CTranslate2 model directory for a Transformer run: ``model.bin``, ``config.json``,
     ``shared_vocabulary.json`` (CTranslate2's), the run's SentencePiece ``vocab.model`` and
-    ``tf_nmt_export.json`` (languages, vocabulary ids, decoding defaults, provenance). Staged
+    ``tf_nmt_export.json`` (``languages``: the run's (source, target); vocabulary ids, decoding
+    defaults, provenance). Staged
     next to ``export_dir`` and renamed into place; an existing directory only with ``overwrite``."""
     export_dir = Path(export_dir)
     if export_dir.exists() and not overwrite:  # refuse before converting anything
@@ -209,7 +212,7 @@ def export_ctranslate2(model, tokenizer, cfg, export_dir: Path, quantization: st
     hp = model.get_config()
     metadata = {
         "format": "ctranslate2", "ctranslate2_version": ctranslate2.__version__,
-        "model_kind": cfg.model.kind, "source_language": "en", "target_language": "de",
+        "model_kind": cfg.model.kind, "source_language": languages[0], "target_language": languages[1],
         "quantization": quantization, "norm": hp["norm"],
         "tie_embeddings": bool(hp.get("tie_embeddings", True)),
         "shared_vocabulary": True, "vocab_size": len(tokens), "vocab_file": VOCAB_FILE,

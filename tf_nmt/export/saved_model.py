@@ -1,4 +1,6 @@
-"""SavedModel export: a serving signature from raw English strings to German strings.
+"""SavedModel export: a serving signature from raw source-language strings to target-language
+strings (the run's language pair, kept in the export: ``translator.languages()`` returns
+``{"source": b"en", "target": b"de"}``).
 
 Tokenisation (tensorflow-text SentencePiece), beam search and detokenisation all run inside the
 graph, so a client needs only ``tensorflow`` and ``tensorflow_text``::
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from tf_nmt.compat import keras, tf
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import make_translate_fn
 from tf_nmt.export import SERVING_CHUNK_SIZE
@@ -32,9 +36,17 @@ class Translator(tf.Module):
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int,
                  length_penalty: float, max_source_length: int = 256,
-                 chunk_size: int = SERVING_CHUNK_SIZE) -> None:
+                 chunk_size: int = SERVING_CHUNK_SIZE,
+                 languages: Sequence[str] = BUILTIN_LANGUAGES) -> None:
         super().__init__(name="translator")
         self.model = model
+        source_language, target_language = str(languages[0]), str(languages[1])
+
+        @tf.function(input_signature=[])
+        def language_pair():  # a function, so that the SavedModel keeps it (and no variables)
+            return {"source": tf.constant(source_language), "target": tf.constant(target_language)}
+
+        self.languages = language_pair
         self.tokenizer = tokenizer
         self.beam_size = tf.constant(beam_size)
         self.chunk_size = tf.constant(chunk_size)
@@ -73,10 +85,13 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
 
 def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
                        beam_size: int = 4, length_penalty: float = 0.6,
-                       overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE) -> Path:
+                       overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
+                       languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:
     """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``
-    (``chunk_size``: each request decoded in length-sorted chunks of that many sentences, 0: whole)."""
+    (``chunk_size``: each request decoded in length-sorted chunks of that many sentences, 0: whole;
+    ``languages``: the run's (source, target), returned by the export's ``languages()``)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     return save_translator(Translator(model, tokenizer, beam_size, length_penalty,
-                                      chunk_size=chunk_size), export_dir, overwrite)
+                                      chunk_size=chunk_size, languages=languages),
+                           export_dir, overwrite)

@@ -20,6 +20,7 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import USAGE, check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
+from tf_nmt.data.prepared import DataError, read_prepared
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.distributed.async_sgd import train_async
@@ -59,6 +60,10 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     check_data_config(cfg.data)
     keras.utils.set_random_seed(t.seed)
     data_dir = Path(cfg.data.data_dir)
+    if read_prepared(data_dir).own:
+        raise DataError(f"train-async holds the built-in corpus in memory; {data_dir} is an own "
+                        "corpus (corpus/manifest.json): train it with tf-nmt train, which streams "
+                        "its shards")
     tokenizer = ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
     corpus = encode_corpus(load_train_pairs(data_dir, cfg.data.oversample), tokenizer)
     loss_object = LabelSmoothedCrossEntropy(t.label_smoothing, kernel=t.loss_kernel)
@@ -83,6 +88,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     def dataset_fn():  # traced on the workers: the corpus length must be a Python int
         return make_dataset(sized, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
                             repeat=True, seed=None,
+                            shuffle_buffer=min(cfg.data.shuffle_buffer, len(sized)),
                             bucket_width=cfg.data.length_bucket_width)
 
     def optimizer():

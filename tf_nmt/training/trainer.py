@@ -20,10 +20,12 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
+from tf_nmt.data.prepared import PreparedData, read_prepared
+from tf_nmt.data.streaming import make_shard_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import ensure_vocab, load_split, vocab_path
+from tf_nmt.data.vocabulary import ensure_vocab, load_split, prepared_vocab, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
@@ -229,9 +231,18 @@ def build_model_for_training(cfg: Config, vocab_size: int, plan: Optional[TrainP
                                        activation_quantization=plan.activation_quantization)
 
 
-def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) -> SubwordTokenizer:
-    """The data dir's vocabulary; only a single process may learn it (workers would race)."""
+def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None],
+                                prepared: Optional[PreparedData] = None) -> SubwordTokenizer:
+    """The data dir's vocabulary: an own corpus's from its manifest (``cfg.data.vocab_size``
+    set to its size; a different size given by the user is refused), the built-in corpus's
+    learned once; only a single process may learn it (workers would race)."""
     data_dir = Path(cfg.data.data_dir)
+    prepared = read_prepared(data_dir) if prepared is None else prepared
+    if prepared.own:
+        given = "data.vocab_size" in cfg.given_by_user()  # a preset's value yields to the corpus
+        tokenizer = prepared_vocab(prepared, cfg.data.vocab_size if given else None)
+        cfg.data.vocab_size = prepared.vocab_size  # what config.yaml records for the run
+        return tokenizer
     if ctx.size > 1 and not vocab_path(data_dir, cfg.data.vocab_size).is_file():
         raise FileNotFoundError(
             f"no vocabulary {vocab_path(data_dir, cfg.data.vocab_size)}: learn it once before "
@@ -239,6 +250,14 @@ def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None]) ->
             f"--vocab-size {cfg.data.vocab_size} --vocab-only` (your own corpus) or without "
             "--vocab-only (the built-in corpus)")
     return ensure_vocab(data_dir, cfg.data.vocab_size, log=log)
+
+
+def check_own_corpus(cfg: Config, prepared: PreparedData) -> None:
+    """ConfigError for ``data.*`` settings an own corpus cannot honour: ``data.oversample``
+    needs the built-in corpus's per-source records, which an own corpus does not have."""
+    if cfg.data.oversample:
+        raise ConfigError(f"data.oversample cannot be used with the own corpus in {prepared.root}: "
+                          "it records no source per pair (only the built-in corpus does); unset it")
 
 
 def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
@@ -259,11 +278,18 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     chief_log = log if ctx.is_chief else (lambda _msg: None)
     run = RunDir(Path(run_dir))
     keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: reproducible init
-    tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log)
-    # read before the run directory is written: a bad data.oversample source loses nothing
-    train_pairs = load_train_pairs(Path(cfg.data.data_dir), cfg.data.oversample)
+    prepared = read_prepared(Path(cfg.data.data_dir))
+    tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log, prepared)
+    # read before the run directory is written: a bad data.oversample source, a missing or
+    # truncated shard, more ranks than shards lose nothing
+    if prepared.own:  # streamed from this rank's shards
+        check_own_corpus(cfg, prepared)
+        train_shards, train_pairs = prepared.rank_shards(ctx.size, ctx.rank), None
+    else:  # the built-in corpus, held in memory
+        train_shards, train_pairs = None, load_train_pairs(Path(cfg.data.data_dir),
+                                                           cfg.data.oversample)
     schedule = schedules.from_config(cfg.train, ctx.size)
-    meta = run_meta(cfg, tokenizer, ctx.size)
+    meta = run_meta(cfg, tokenizer, ctx.size, prepared.languages)
     saved_world_size = (run.read_meta() or {}).get("world_size", ctx.size)  # before it is rewritten
     # Whether to resume is the chief's decision: every rank must take the same path.
     resuming = bool(chief_value(int(check_resume(run, meta, allow_world_size_change=
@@ -323,14 +349,25 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     resumed_from = int(model.optimizer.iterations.numpy())
 
     data_dir = Path(cfg.data.data_dir)
-    train_corpus = encode_corpus(train_pairs, tokenizer)
     dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
-    distributed.check_shards(len(train_corpus), ctx, what="training pairs")
+    if train_shards is not None:
+        train_count = prepared.train_pairs
+        train_ds = make_shard_dataset(train_shards, cfg.data.batch_tokens, cfg.data.max_length,
+                                      shuffle=True, repeat=True,
+                                      seed=cfg.data.shuffle_seed + ctx.rank,
+                                      shuffle_buffer=cfg.data.shuffle_buffer,
+                                      bucket_width=cfg.data.length_bucket_width)
+    else:
+        train_corpus = encode_corpus(train_pairs, tokenizer)
+        train_count = len(train_corpus)
+        distributed.check_shards(train_count, ctx, what="training pairs")
+        train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
+                                shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
+                                num_shards=ctx.size, shard_index=ctx.rank,
+                                shuffle_buffer=min(cfg.data.shuffle_buffer,
+                                                   max(1, train_count // ctx.size)),
+                                bucket_width=cfg.data.length_bucket_width)
     distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
-    train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
-                            shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
-                            num_shards=ctx.size, shard_index=ctx.rank,
-                            bucket_width=cfg.data.length_bucket_width)
     # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
     # resumed run see exactly the data an uninterrupted run would have seen next.
     # (Horovod's optimizer.iterations counts backward passes, also with gradient accumulation.)
@@ -339,7 +376,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                           shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank,
                           bucket_width=cfg.data.length_bucket_width)
     chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
-              f"{len(train_corpus):,} train pairs, world size {ctx.size}"
+              f"{train_count:,} train pairs"
+              + (f" in {len(train_shards)} shard(s) per rank" if train_shards else "")
+              + f", {'-'.join(prepared.languages)}, world size {ctx.size}"
               + (f", resuming from step {resumed_from}" if resuming else ""))
 
     t = cfg.train

@@ -59,11 +59,12 @@ def page_blocks(path: Path, dropped: Optional[Counter] = None) -> List[Tuple[tup
     return blocks
 
 
-def extract(roots: Iterable[Path], dropped: Optional[Counter] = None) -> Iterator[Pair]:
-    """Pairs from every document under ``usr/share/help/C`` with a ``de`` translation; pages
+def extract(roots: Iterable[Path], dropped: Optional[Counter] = None,
+            lang: str = "de") -> Iterator[Pair]:
+    """Pairs from every document under ``usr/share/help/C`` with a ``lang`` translation; pages
     that do not parse (either side) are counted in ``dropped`` (reason :data:`UNPARSABLE`)."""
     for root in roots:
-        c_dir, de_dir = Path(root) / HELP_ROOT / "C", Path(root) / HELP_ROOT / "de"
+        c_dir, de_dir = Path(root) / HELP_ROOT / "C", Path(root) / HELP_ROOT / lang
         for c_page in sorted(c_dir.rglob("*.page")):
             rel = c_page.relative_to(c_dir)
             de_page = de_dir / rel

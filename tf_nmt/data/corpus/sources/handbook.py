@@ -35,10 +35,10 @@ def page_blocks(path: Path) -> List[tuple]:
             for key, raw in collect_blocks(text, _block_key, _skip)]
 
 
-def extract(roots: Iterable[Path]) -> Iterator[Pair]:
-    """Pairs from every unpacked ``debian-handbook`` root."""
+def extract(roots: Iterable[Path], lang_dir: str = "de-DE") -> Iterator[Pair]:
+    """Pairs from every unpacked ``debian-handbook`` root: en-US against ``lang_dir`` (e.g. ru-RU)."""
     for root in roots:
-        en_dir, de_dir = Path(root) / HTML_ROOT / "en-US", Path(root) / HTML_ROOT / "de-DE"
+        en_dir, de_dir = Path(root) / HTML_ROOT / "en-US", Path(root) / HTML_ROOT / lang_dir
         for en_page in sorted(en_dir.glob("*.html")):
             de_page = de_dir / en_page.name
             if de_page.is_file():

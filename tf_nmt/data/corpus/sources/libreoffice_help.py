@@ -53,7 +53,7 @@ def align_help(en_dir: Path, de_dir: Path) -> Iterator[Pair]:
                     yield Pair(en_s, de_s, SOURCE, group)
 
 
-def extract(en_roots: Iterable[Path], de_roots: Iterable[Path]) -> Iterator[Pair]:
-    """Pairs from unpacked ``libreoffice-help-en-us`` and ``libreoffice-help-de`` roots."""
+def extract(en_roots: Iterable[Path], de_roots: Iterable[Path], lang: str = "de") -> Iterator[Pair]:
+    """Pairs from unpacked ``libreoffice-help-en-us`` and ``libreoffice-help-<lang>`` roots."""
     for en_root, de_root in zip(en_roots, de_roots):
-        yield from align_help(Path(en_root) / HELP_ROOT / "en-US", Path(de_root) / HELP_ROOT / "de")
+        yield from align_help(Path(en_root) / HELP_ROOT / "en-US", Path(de_root) / HELP_ROOT / lang)

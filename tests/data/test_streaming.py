@@ -1,0 +1,128 @@
+"""Streaming an own corpus's shards (tf_nmt.data.streaming): the same batches as the in-memory
+pipeline makes, each rank its own shards, exact resume by skip, one-line shard errors."""
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tests.data.own_corpus_fixture import shard_pairs, write_own_corpus
+from tf_nmt.data.pipeline import EncodedCorpus, make_dataset
+from tf_nmt.data.prepared import DataError, read_prepared
+from tf_nmt.data.streaming import make_shard_dataset, read_pairs
+from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tf_nmt.compat import tf
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_own_corpus(tmp_path_factory.mktemp("own"), num_shards=4, repeats=1)
+
+
+def batch_pairs_of(batch):
+    """(source ids, target ids) of each row of a batch, specials and padding stripped."""
+    inputs, target_out = batch
+    out = []
+    for src, tgt_in, tgt_out in zip(inputs["source"].numpy(), inputs["target_in"].numpy(),
+                                    target_out.numpy()):
+        src = [int(i) for i in src if i != PAD_ID]
+        tgt = [int(i) for i in tgt_out if i != PAD_ID]
+        assert src[-1] == EOS_ID and tgt[-1] == EOS_ID and tgt_in[0] == BOS_ID
+        assert [int(i) for i in tgt_in if i != PAD_ID] == [BOS_ID] + tgt[:-1]
+        out.append((tuple(src[:-1]), tuple(tgt[:-1])))
+    return out
+
+
+def same_batches(a, b):
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        for ta, tb in ((xa["source"], xb["source"]), (xa["target_in"], xb["target_in"]), (ya, yb)):
+            np.testing.assert_array_equal(ta.numpy(), tb.numpy())
+
+
+@pytest.mark.parametrize("batch_tokens,max_length,width", [(64, 12, 1), (128, 20, 0), (96, 16, 3)])
+def test_batches_respect_the_token_budget_and_buckets(data_dir, batch_tokens, max_length, width):
+    files = read_prepared(data_dir).shard_paths()
+    kept = sum(1 for s, t in shard_pairs(data_dir) if max(len(s), len(t)) + 1 <= max_length)
+    seen = 0
+    for inputs, target_out in make_shard_dataset(files, batch_tokens, max_length, repeat=False,
+                                                 seed=3, shuffle_buffer=32, bucket_width=width):
+        b, s = inputs["source"].shape
+        t = inputs["target_in"].shape[1]
+        assert b * max(s, t) <= batch_tokens and s <= max_length and t <= max_length
+        if width == 1:  # every pair of the batch has the same longer side
+            src, tgt = inputs["source"].numpy(), target_out.numpy()
+            longer = np.maximum((src != PAD_ID).sum(1), (tgt != PAD_ID).sum(1))
+            assert len(set(longer.tolist())) == 1
+        seen += b
+    if max_length == 12:  # the filter has something to drop
+        assert kept < len(shard_pairs(data_dir))
+    assert seen == kept  # the length filter drops exactly the long pairs
+
+
+def test_streamed_batches_are_the_in_memory_pipelines_batches(data_dir):
+    """Unshuffled, one shard streams the very batches make_dataset makes of its pairs."""
+    files = read_prepared(data_dir).shard_paths()[:1]
+    records = [p for p in shard_pairs(data_dir)][: read_prepared(data_dir).shards[0].pairs]
+    corpus = EncodedCorpus(tf.ragged.constant([list(s) for s, _ in records], dtype=tf.int32),
+                           tf.ragged.constant([list(t) for _, t in records], dtype=tf.int32))
+    same_batches(list(make_shard_dataset(files, 64, 16, shuffle=False, repeat=False,
+                                         bucket_width=1)),
+                 list(make_dataset(corpus, 64, 16, shuffle=False, repeat=False, bucket_width=1)))
+
+
+def test_two_ranks_read_disjoint_shards_that_cover_every_pair_once(data_dir):
+    prepared = read_prepared(data_dir)
+    ranks = [prepared.rank_shards(2, r) for r in (0, 1)]
+    assert not set(ranks[0]) & set(ranks[1])
+    assert sorted(ranks[0] + ranks[1]) == sorted(prepared.shard_paths())
+    epoch = Counter()
+    for rank, files in enumerate(ranks):
+        for batch in make_shard_dataset(files, 256, 100, repeat=False, seed=10 + rank,
+                                        shuffle_buffer=16, bucket_width=1):
+            epoch.update(batch_pairs_of(batch))
+    assert epoch == Counter(shard_pairs(data_dir))
+
+
+def test_each_epoch_reshuffles_the_file_order_from_the_seed(data_dir):
+    files = read_prepared(data_dir).shard_paths()
+
+    def firsts(seed):  # the first pair of each of 6 epochs (no pair shuffle: file order shows)
+        ds = read_pairs(files, shuffle=True, seed=seed, cycle_length=1).repeat(6)
+        pairs = [(tuple(s.numpy()), tuple(t.numpy())) for s, t in ds]
+        per = len(pairs) // 6
+        return [pairs[i * per] for i in range(6)]
+
+    assert firsts(1) == firsts(1)
+    assert len(set(firsts(1))) > 1
+
+
+def test_skip_resumes_the_uninterrupted_stream_exactly(data_dir):
+    """A resumed run skips the batches it consumed and then sees what an uninterrupted run sees,
+    across epoch boundaries (reshuffled files and buffer)."""
+    files = read_prepared(data_dir).rank_shards(2, 1)
+
+    def stream():
+        return make_shard_dataset(files, 64, 16, repeat=True, seed=5, shuffle_buffer=8,
+                                  bucket_width=1)
+
+    straight = list(stream().take(40))
+    epoch_batches = sum(1 for _ in make_shard_dataset(files, 64, 16, repeat=False, seed=5,
+                                                      shuffle_buffer=8, bucket_width=1))
+    assert 40 > 2 * epoch_batches  # the comparison spans more than two epochs
+    same_batches(list(stream().skip(17).take(23)), straight[17:])
+
+
+def test_missing_or_truncated_shard_and_too_many_ranks_are_one_line(tmp_path):
+    root = write_own_corpus(tmp_path / "own", num_shards=3, repeats=1)
+    with pytest.raises(DataError, match="3 ranks.*4 ranks|4 ranks but only 3 shards") as err:
+        read_prepared(root).rank_shards(4, 0)
+    assert "\n" not in str(err.value) and "--num-shards 4" in str(err.value)
+    shard = root / "shards" / read_prepared(root).shards[1].name
+    shard.write_bytes(shard.read_bytes()[:-5])
+    with pytest.raises(DataError, match="truncated") as err:
+        read_prepared(root).rank_shards(1, 0)
+    assert "\n" not in str(err.value) and shard.name in str(err.value)
+    shard.unlink()
+    with pytest.raises(DataError, match="missing") as err:
+        read_prepared(root).rank_shards(2, 1)
+    assert "\n" not in str(err.value) and shard.name in str(err.value)
