@@ -34,9 +34,14 @@ STUDIES: Dict[str, str] = {
     "chaos-stress": "experiments.chaos.stress",
     "train-speed": "experiments.train_speed.study",
     "serving-speed": "experiments.serving_speed.study",
+    "serving-engines": "experiments.serving_speed.engines",
     "step-speed": "experiments.step_speed.study",
     "graddrop-warmup": "experiments.graddrop_warmup.study",
     "ops": "experiments.ops.bench",
+    "own-corpus-prepare": "experiments.own_corpus.prepare",
+    "own-corpus-memory": "experiments.own_corpus.memory",
+    "own-corpus-pipeline": "experiments.own_corpus.pipeline",
+    "second-pair": "experiments.second_pair.study",
 }
 # Studies whose --tiny option trains on the test suite's toy corpus (from a checkout only).
 TINY_STUDIES = ("quantization", "lowprec", "chaos-stress")
