@@ -126,3 +126,28 @@ def ensure_prepared(work: Path, pairs: int, vocab_size: int, seed: int, compress
 def vocab_model(data: Path) -> Path:
     """The SentencePiece model a prepared data dir uses (its manifest's ``vocab.path``)."""
     return Path(data) / read_manifest(data)["vocab"]["path"]
+
+
+def apply_tiny(args: Any, parser: Any, tiny: Dict[str, Any], model: bool = False) -> None:
+    """``--tiny``: the study's small settings for every option left at its default (and the tiny
+    model unless ``--set`` gave one, when ``model``)."""
+    if not args.tiny:
+        return
+    for key, value in tiny.items():
+        if getattr(args, key) == parser.get_default(key):
+            setattr(args, key, value)
+    if model:
+        args.set = args.set or list(TINY_MODEL)
+
+
+def run_study(args: Any, module_file: str, name: str, measure: Any, format_table: Any) -> int:
+    """Measure, print the table and write the results file ``name`` (refused when it exists
+    unless ``--overwrite``), for each own-corpus study's ``main``."""
+    args.work_dir = args.work_dir or str(default_work(args.tiny))
+    out = Path(args.out or default_out(args.tiny, Path(args.work_dir), module_file, name))
+    common.refuse_existing([out], args.overwrite)
+    result = measure(args)
+    print("\n" + format_table(result))
+    common.write_result(out, result, overwrite=args.overwrite)
+    print(f"wrote {out}")
+    return 0

@@ -136,11 +136,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
-    if args.tiny:
-        for key, value in TINY.items():
-            if getattr(args, key) == p.get_default(key):
-                setattr(args, key, value)
-        args.set = args.set or list(corpora.TINY_MODEL)
+    corpora.apply_tiny(args, p, TINY, model=True)
     if not 0 < args.small_pairs < args.pairs:
         p.error("--small-pairs must be positive and smaller than --pairs")
     for name in ("steps", "rounds"):
@@ -150,13 +146,4 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    args.work_dir = args.work_dir or str(corpora.default_work(args.tiny))
-    out = Path(args.out or corpora.default_out(args.tiny, Path(args.work_dir), __file__,
-                                               "own_corpus_memory.json"))
-    common.refuse_existing([out], args.overwrite)
-    result = measure(args)
-    print("\n" + format_table(result))
-    common.write_result(out, result, overwrite=args.overwrite)
-    print(f"wrote {out}")
-    return 0
+    return corpora.run_study(parse_args(argv), __file__, "own_corpus_memory.json", measure, format_table)
