@@ -462,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("translate", help="translate lines of English text (file or stdin)")
+    p = sub.add_parser("translate", help="translate lines of source-language text (file or stdin) with a run or an export")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-dir", type=Path)
     src.add_argument("--export-dir", type=Path,

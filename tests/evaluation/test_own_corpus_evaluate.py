@@ -94,3 +94,18 @@ def test_exports_record_the_languages_and_translate(trained, tmp_path, capsys):
     assert main(["translate", "--export-dir", str(ct2), "--input", str(src), "--output",
                  str(ct2_out), "--beam-size", "1"]) == 0
     assert len(ct2_out.read_text(encoding="utf-8").splitlines()) == len(texts)
+
+
+def test_quantized_exports_record_the_languages(trained, tmp_path):
+    """Both quantised paths: a run quantised on the fly, and a packed file made from it."""
+    from tf_nmt.compat import tf
+
+    run, _ = trained
+    direct, packed_export = tmp_path / "q4", tmp_path / "q4-packed"
+    assert main(["export", "--run-dir", str(run), "--export-dir", str(direct), "--bits", "4"]) == 0
+    packed = tmp_path / "model.q4"
+    assert main(["quantize", "--run-dir", str(run), "--bits", "4", "--output", str(packed)]) == 0
+    assert main(["export", "--quantized", str(packed), "--export-dir", str(packed_export)]) == 0
+    for export in (direct, packed_export):
+        pair = tf.saved_model.load(str(export)).languages()
+        assert (pair["source"].numpy(), pair["target"].numpy()) == (b"en", b"fr")

@@ -31,6 +31,18 @@ from tf_nmt.models.activation_quant import use_engine
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 
+def language_pair_function(languages: Sequence[str]):
+    """The export's ``languages()``: ``{"source", "target"}`` codes of the run's pair, as a
+    function so that the SavedModel keeps them without adding variables."""
+    source_language, target_language = str(languages[0]), str(languages[1])
+
+    @tf.function(input_signature=[])
+    def language_pair():
+        return {"source": tf.constant(source_language), "target": tf.constant(target_language)}
+
+    return language_pair
+
+
 class Translator(tf.Module):
     """The exported object: model + tokenizer + a string-to-string ``translate`` function."""
 
@@ -40,13 +52,7 @@ class Translator(tf.Module):
                  languages: Sequence[str] = BUILTIN_LANGUAGES) -> None:
         super().__init__(name="translator")
         self.model = model
-        source_language, target_language = str(languages[0]), str(languages[1])
-
-        @tf.function(input_signature=[])
-        def language_pair():  # a function, so that the SavedModel keeps it (and no variables)
-            return {"source": tf.constant(source_language), "target": tf.constant(target_language)}
-
-        self.languages = language_pair
+        self.languages = language_pair_function(languages)
         self.tokenizer = tokenizer
         self.beam_size = tf.constant(beam_size)
         self.chunk_size = tf.constant(chunk_size)

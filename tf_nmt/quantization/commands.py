@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict
 
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.errors import UsageError
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
 from tf_nmt.quantization.packed_file import read_packed, write_packed
@@ -71,7 +72,9 @@ def run_quantized_export(args: argparse.Namespace) -> Dict[str, Any]:
     beam = args.beam_size or cfg.decode.beam_size
     path = export_packed_saved_model(model, tokenizer, packed, Path(args.export_dir), beam,
                                      cfg.decode.length_penalty, overwrite=args.overwrite,
-                                     chunk_size=args.chunk_size)
+                                     chunk_size=args.chunk_size,
+                                     # packed files from before own corpora hold en-de models
+                                     languages=packed.info.get("languages", BUILTIN_LANGUAGES))
     sizes = export_sizes(model, tokenizer, path, beam, cfg.decode.length_penalty)
     print(f"exported the {packed.policy.bits}-bit {packed.policy.kind} SavedModel to {path} "
           f"(signature serving_default: texts -> translations)")

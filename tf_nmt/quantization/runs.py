@@ -25,7 +25,8 @@ def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] =
     names, arrays = model_weights(model)
     entries = quantize_weights(names, arrays, policy)
     packed = PackedModel(policy, entries, cfg.to_dict(), run.vocab_path.read_bytes(),
-                         info={"source_checkpoint": str(source), "weights": weights})
+                         info={"source_checkpoint": str(source), "weights": weights,
+                               "languages": list(run.languages())})
     report = size_report(entries, policy, arrays)
     report["weights"] = weights
     return packed, report

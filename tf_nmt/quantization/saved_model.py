@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -22,7 +22,8 @@ from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import SubwordTokenizer
 from tf_nmt.evaluation.translate import translate_graph
 from tf_nmt.export import SERVING_CHUNK_SIZE
-from tf_nmt.export.saved_model import directory_bytes, save_translator
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES
+from tf_nmt.export.saved_model import directory_bytes, language_pair_function, save_translator
 from tf_nmt.models.activation_quant import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
@@ -65,8 +66,10 @@ class PackedTranslator(tf.Module):
 
     def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                  beam_size: int, length_penalty: float, max_source_length: int = 256,
-                 chunk_size: int = SERVING_CHUNK_SIZE) -> None:
+                 chunk_size: int = SERVING_CHUNK_SIZE,
+                 languages: Sequence[str] = BUILTIN_LANGUAGES) -> None:
         super().__init__(name="packed_translator")
+        self.languages = language_pair_function(languages)
         check_matches(model, packed.entries)
         policy = packed.policy
         self.tokenizer = tokenizer
@@ -114,12 +117,14 @@ class PackedTranslator(tf.Module):
 
 def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
-                              overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE) -> Path:
-    """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced)."""
+                              overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
+                              languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:
+    """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced);
+    ``languages``: the run's (source, target), returned by the export's ``languages()``."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty,
-                                  chunk_size=chunk_size)
+                                  chunk_size=chunk_size, languages=languages)
     return save_translator(translator, export_dir, overwrite)
 
 
