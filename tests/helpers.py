@@ -32,3 +32,17 @@ def write_toy_data_dir(root: Path, repeats: int = 4, reverse: bool = False) -> P
         (corpus / f"{split}.en").write_text("\n".join(e for e, _ in items) + "\n", encoding="utf-8")
         (corpus / f"{split}.de").write_text("\n".join(d for _, d in items) + "\n", encoding="utf-8")
     return root
+
+
+def serve_fake_debs(monkeypatch, roots) -> None:
+    """Make :mod:`tf_nmt.data.corpus.debian` find every package already unpacked at
+    ``roots[package]`` (no apt, no network), for the corpus builders' tests."""
+    from tf_nmt.data.corpus import debian
+
+    monkeypatch.setattr(debian, "locate_debs", lambda pkgs, data_dir, debs_dir, log=print:
+                        {p: Path(f"/fake/{p}_1_all.deb") for p in pkgs})
+    monkeypatch.setattr(debian, "unpack_deb", lambda deb, target: roots[deb.name.split("_")[0]])
+
+
+def read_lines(path: Path) -> List[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()

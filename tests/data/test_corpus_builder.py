@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tf_nmt.data.corpus import CorpusError, builder, debian, prepare_corpus
+from tests.helpers import read_lines, serve_fake_debs
 from tf_nmt.data.corpus.sources.mo_file import write_mo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
@@ -41,14 +42,8 @@ def _fake_roots(base: Path) -> dict:
 @pytest.fixture
 def fake_debs(tmp_path, monkeypatch):
     roots = _fake_roots(tmp_path / "roots")
-    monkeypatch.setattr(debian, "locate_debs",
-                        lambda pkgs, data_dir, debs_dir, log=print: {p: Path(f"/fake/{p}_1_all.deb") for p in pkgs})
-    monkeypatch.setattr(debian, "unpack_deb", lambda deb, target: roots[deb.name.split("_")[0]])
+    serve_fake_debs(monkeypatch, roots)
     return roots
-
-
-def _lines(path: Path):
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 def test_prepare_corpus_writes_aligned_splits_and_caches(tmp_path, fake_debs, monkeypatch):
@@ -56,15 +51,15 @@ def test_prepare_corpus_writes_aligned_splits_and_caches(tmp_path, fake_debs, mo
     stats = prepare_corpus(tmp_path / "data", dev_size=2, test_size=3, seed=5, log=logs.append)
     out = tmp_path / "data" / "corpus"
     for split in ("train", "dev", "test"):
-        en, de, meta = (_lines(out / f"{split}.{e}") for e in ("en", "de", "meta.tsv"))
+        en, de, meta = (read_lines(out / f"{split}.{e}") for e in ("en", "de", "meta.tsv"))
         assert len(en) == len(de) == len(meta) == stats["splits"][split]
         assert all(line.split("\t")[0] in stats["sources"] for line in meta)
     assert stats["splits"]["test"] >= 3 and stats["splits"]["dev"] >= 2
     assert set(stats["sources"]) == {"ding", "lo_help", "lo_ui", "gcc", "handbook", "gnome"}
     assert json.loads((out / "stats.json").read_text()) == stats
-    train = set(zip(_lines(out / "train.en"), _lines(out / "train.de")))
+    train = set(zip(read_lines(out / "train.en"), read_lines(out / "train.de")))
     assert ("Open", "Öffnen") in train and ("OK", "OK") not in train
-    held = {s.lower() for split in ("dev", "test") for e in ("en", "de") for s in _lines(out / f"{split}.{e}")}
+    held = {s.lower() for split in ("dev", "test") for e in ("en", "de") for s in read_lines(out / f"{split}.{e}")}
     assert not any(en.lower() in held or de.lower() in held for en, de in train)
     assert any("source" in line and "total" in line for line in logs)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from experiments.second_pair import build
-from tf_nmt.data.corpus import debian
 from tf_nmt.data.corpus.segment import align_sentences, split_sentences
+from tests.helpers import read_lines, serve_fake_debs
 from tf_nmt.data.corpus.sources.mo_file import write_mo
 
 HELP_PAGE = """<!DOCTYPE html><html><body>
@@ -67,14 +67,8 @@ def fake_packages(base: Path) -> dict:
 @pytest.fixture
 def fake_debs(tmp_path, monkeypatch):
     roots = fake_packages(tmp_path / "roots")
-    monkeypatch.setattr(debian, "locate_debs",
-                        lambda pkgs, data_dir, debs_dir, log=print: {p: Path(f"/fake/{p}_1_all.deb") for p in pkgs})
-    monkeypatch.setattr(debian, "unpack_deb", lambda deb, target: roots[deb.name.split("_")[0]])
+    serve_fake_debs(monkeypatch, roots)
     return roots
-
-
-def _lines(path: Path):
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 def test_russian_sentences_split_and_align():
@@ -91,7 +85,7 @@ def test_build_extracts_en_ru_from_every_source_and_holds_out_whole_pages(tmp_pa
     stats = build.build(tmp_path / "out", tmp_path / "cache", dev_size=2, test_size=3, seed=7,
                         log=logs.append)
     out = tmp_path / "out"
-    files = {split: {e: _lines(out / f"{split}.{e}") for e in ("en", "ru", "meta.tsv")}
+    files = {split: {e: read_lines(out / f"{split}.{e}") for e in ("en", "ru", "meta.tsv")}
              for split in ("train", "dev", "test")}
     for split, f in files.items():
         assert len(f["en"]) == len(f["ru"]) == len(f["meta.tsv"]) == stats["splits"][split]
