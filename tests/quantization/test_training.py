@@ -41,7 +41,8 @@ def test_quantized_training_learns_stays_on_grid_and_resumes_exactly(tmp_path):
     assert packed.policy.bits == 4 and packed.config["train"]["quantize_bits"] == 4
     from tf_nmt.run_dir import RunDir, load_trained_checkpoint
     latest = RunDir(tmp_path / "straight").latest_checkpoint()
-    assert packed.info == {"source_checkpoint": latest, "weights": "raw"}  # resolved once
+    assert packed.info == {"source_checkpoint": latest, "weights": "raw",  # resolved once
+                           "languages": ["en", "de"]}
     assert load_trained_checkpoint(tmp_path / "straight")[3] == latest
     for w, e in zip(model.get_weights(), packed.entries):
         np.testing.assert_array_equal(e.dequantize(packed.policy), w)
