@@ -27,8 +27,15 @@ CASES = [{"pushes": 40, "k": 1}, {"pushes": 40, "k": 2},
 @pytest.fixture(scope="module")
 def reports():
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-m", "tests.distributed.async_case", json.dumps(CASES)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    command = [sys.executable, "-m", "tests.distributed.async_case", json.dumps(CASES)]
+    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    if proc.returncode < 0:
+        # Killed by a signal: TensorFlow's parameter-server coordinator has crashed (SIGSEGV)
+        # while connecting to freshly started servers, seen once in 2026-11 CI, never in the
+        # cases' own logic. One fresh try; a second crash, or any wrong report, still fails.
+        print(f"async case died by signal {-proc.returncode}; retrying once", file=sys.stderr)
+        proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=400)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("REPORTS ")), None)
     assert line is not None, f"async case failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     return json.loads(line[len("REPORTS "):])
