@@ -100,6 +100,8 @@ def make_dataset(corpus: EncodedCorpus, batch_tokens: int = 4096, max_length: in
     ``max_length`` counts subword tokens including eos/bos; longer pairs are dropped.
     ``num_shards``/``shard_index`` give each distributed worker a disjoint slice of the corpus.
     ``bucket_width``: see :func:`bucket_plan` (``data.length_bucket_width``).
+    ``shuffle_buffer``: pairs held for shuffling, at most this worker's share of the corpus
+    (None: all of it).
     """
     if num_shards < 1 or not 0 <= shard_index < num_shards:
         raise ValueError(f"invalid shard {shard_index} of {num_shards}")
@@ -109,7 +111,8 @@ def make_dataset(corpus: EncodedCorpus, batch_tokens: int = 4096, max_length: in
     ds = tf.data.Dataset.from_tensor_slices((corpus.source, corpus.target))
     if num_shards > 1:
         ds = ds.shard(num_shards, shard_index)
-    buffer = shuffle_buffer or max(1, len(corpus) // num_shards)
+    per_shard = max(1, len(corpus) // num_shards)  # a larger buffer holds no more pairs
+    buffer = min(shuffle_buffer, per_shard) if shuffle_buffer else per_shard
     return batch_pairs(ds, batch_tokens, max_length, shuffle=shuffle, repeat=repeat, seed=seed,
                        shuffle_buffer=buffer, bucket_width=bucket_width)
 

@@ -88,7 +88,7 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     def dataset_fn():  # traced on the workers: the corpus length must be a Python int
         return make_dataset(sized, cfg.data.batch_tokens, cfg.data.max_length, shuffle=True,
                             repeat=True, seed=None,
-                            shuffle_buffer=min(cfg.data.shuffle_buffer, len(sized)),
+                            shuffle_buffer=cfg.data.shuffle_buffer,
                             bucket_width=cfg.data.length_bucket_width)
 
     def optimizer():

@@ -364,8 +364,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         train_ds = make_dataset(train_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                                 shuffle=True, repeat=True, seed=cfg.data.shuffle_seed + ctx.rank,
                                 num_shards=ctx.size, shard_index=ctx.rank,
-                                shuffle_buffer=min(cfg.data.shuffle_buffer,
-                                                   max(1, train_count // ctx.size)),
+                                shuffle_buffer=cfg.data.shuffle_buffer,
                                 bucket_width=cfg.data.length_bucket_width)
     distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
     # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
