@@ -151,3 +151,13 @@ def run_study(args: Any, module_file: str, name: str, measure: Any, format_table
     common.write_result(out, result, overwrite=args.overwrite)
     print(f"wrote {out}")
     return 0
+
+
+def add_study_args(parser: Any, work_holds: str, tiny_help: str, out_name: str) -> None:
+    """The options every own-corpus study shares: --work-dir, --tiny, --out, --overwrite."""
+    parser.add_argument("--work-dir", default=None,
+                        help=f"{work_holds} (default {DEFAULT_WORK}; --tiny: {default_work(True)})")
+    parser.add_argument("--tiny", action="store_true", help=tiny_help)
+    parser.add_argument("--out", default=None,
+                        help=f"results file (default experiments/own_corpus/results/{out_name})")
+    parser.add_argument("--overwrite", action="store_true")

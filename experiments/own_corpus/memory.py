@@ -126,14 +126,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="config override of every training run")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
-    p.add_argument("--work-dir", default=None,
-                   help=f"corpora, prepared data, runs (default {corpora.DEFAULT_WORK}; --tiny: "
-                        f"{corpora.default_work(True)})")
-    p.add_argument("--tiny", action="store_true",
-                   help="20k / 5k pairs, a 1000-piece vocabulary, 3 steps, 1 round")
-    p.add_argument("--out", default=None,
-                   help="results file (default experiments/own_corpus/results/own_corpus_memory.json)")
-    p.add_argument("--overwrite", action="store_true")
+    corpora.add_study_args(p, "corpora, prepared data, runs",
+                           "20k / 5k pairs, a 1000-piece vocabulary, 3 steps, 1 round",
+                           "own_corpus_memory.json")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     corpora.apply_tiny(args, p, TINY, model=True)

@@ -207,14 +207,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--cache-batches", type=int, default=20,
                    help="real batches held in memory for the training steps")
     p.add_argument("--rounds", type=int, default=3, help="alternating (pipeline, step) rounds")
-    p.add_argument("--work-dir", default=None,
-                   help=f"corpora and prepared data (default {corpora.DEFAULT_WORK}; --tiny: "
-                        f"{corpora.default_work(True)})")
-    p.add_argument("--tiny", action="store_true",
-                   help="20k pairs, a 1000-piece vocabulary, 1,024-token batches, few steps")
-    p.add_argument("--out", default=None,
-                   help="results file (default experiments/own_corpus/results/own_corpus_pipeline.json)")
-    p.add_argument("--overwrite", action="store_true")
+    corpora.add_study_args(p, "corpora and prepared data",
+                           "20k pairs, a 1000-piece vocabulary, 1,024-token batches, few steps",
+                           "own_corpus_pipeline.json")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     corpora.apply_tiny(args, p, TINY, model=True)

@@ -194,15 +194,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--kill-when", default=None, metavar="TEXT",
                    help="kill the second prepare as soon as its output shows TEXT instead, e.g. "
                         "'vocab: learning' (the tiny test's choice: a deterministic point)")
-    p.add_argument("--work-dir", default=None,
-                   help=f"corpora and prepared data (default {corpora.DEFAULT_WORK}; --tiny: "
-                        f"{corpora.default_work(True)})")
-    p.add_argument("--tiny", action="store_true",
-                   help=f"{TINY['pairs']:,} pairs, a {TINY['vocab_size']}-piece vocabulary; "
-                        "the result goes to the work dir unless --out")
-    p.add_argument("--out", default=None,
-                   help="results file (default experiments/own_corpus/results/own_corpus_prepare.json)")
-    p.add_argument("--overwrite", action="store_true")
+    corpora.add_study_args(p, "corpora and prepared data",
+                           f"{TINY['pairs']:,} pairs, a {TINY['vocab_size']}-piece vocabulary; "
+                           "the result goes to the work dir unless --out",
+                           "own_corpus_prepare.json")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     corpora.apply_tiny(args, p, TINY)
