@@ -1,24 +1,71 @@
-"""``horovod.tensorflow.keras`` bound to Keras 2 (tf_keras) — our shim for Horovod 0.28.1 on TF 2.16+.
+"""``horovod.tensorflow.keras`` bound to Keras 2 (tf_keras): our shim for Horovod 0.28.1, TF 2.16+.
 
-Why: Horovod 0.28.1 takes its Keras classes from ``tensorflow.keras`` (tf_keras only when
-TF_USE_LEGACY_KERAS=1 was set before TensorFlow was imported, Keras 3 otherwise, where the
-optimizer wrapper silently never averages) and its backend ``K`` from ``import keras`` — always
-Keras 3 on TF >= 2.16, which lacks the ``K.constant`` etc. its callbacks call. This module:
+Why: Horovod 0.28.1 takes its Keras classes from ``tensorflow.keras`` at import (Keras 3 on TF >=
+2.16 unless TF_USE_LEGACY_KERAS=1 was set, and under Keras 3 its optimizer wrapper silently never
+averages) and its backend ``K`` from ``import keras`` (always Keras 3, which lacks the
+``K.constant`` etc. its callbacks call). tf-nmt's models are tf_keras objects whatever Keras the
+process uses, and tf-nmt never sets TF_USE_LEGACY_KERAS, so this module:
 
-* selects Keras 2 before the import and refuses to go on if Horovod got Keras 3 classes;
+* imports ``horovod.tensorflow.keras`` (with its ``callbacks`` and ``elastic`` submodules) with
+  ``tensorflow.keras`` bound to tf_keras for that import only, then puts back what was there:
+  ``tf.keras`` stays whatever the process had (Keras 3 by default);
+* refuses to go on if Horovod's Keras classes are not tf_keras's (the process imported
+  ``horovod.tensorflow.keras`` itself, with Keras 3, before);
 * rebinds the ``K`` globals of ``horovod.tensorflow.keras`` and its ``callbacks`` module to
-  ``tf_keras.backend`` (the callbacks look ``K`` up when they are constructed);
+  ``tf_keras.backend`` (the callbacks look ``K`` up when they are constructed), and the ``tf`` of
+  its ``elastic`` module to TensorFlow with tf_keras as ``keras`` (read there at construction);
 * wraps optimizers so learning-rate schedule objects survive Horovod's ``from_config`` rebuild
   (project schedules need not be registered as Keras serializables).
+
+``horovod.tensorflow`` itself is imported as it is (its ``SyncBatchNormalization`` follows the
+process's ``tf.keras``). For a Keras 3 model use :mod:`horovod_patches.keras3`, not
+``horovod.tensorflow.keras``.
 """
 from __future__ import annotations
 
-import os
-from typing import Any
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import contextlib
+import importlib
+import sys
+import types
+from typing import Any, Iterator
 
 _module: Any = None
+_KERAS2_API = "tf_keras.api._v2.keras"  # what TensorFlow's tf.keras is under TF_USE_LEGACY_KERAS=1
+_REFUSAL = ("horovod.tensorflow.keras was imported with Keras 3 classes before tf-nmt's Horovod "
+            "training, which needs them from Keras 2 (tf_keras): call "
+            "horovod_patches.keras.import_horovod_keras() (or start tf-nmt's training) before "
+            "importing horovod.tensorflow.keras, and use horovod_patches.keras3 for Keras 3 models")
+
+
+@contextlib.contextmanager
+def _tensorflow_keras_bound_to(api: types.ModuleType) -> Iterator[None]:
+    """``tensorflow.keras`` is ``api`` inside the block; afterwards it is what it was (TF's lazy
+    loader, loaded or not, or the module it resolved to), so the process's Keras is unchanged."""
+    import tensorflow  # noqa: PLC0415
+
+    missing = object()
+    saved = tensorflow.__dict__.get("keras", missing)  # not getattr: that would load Keras
+    tensorflow.keras = api
+    try:
+        yield
+    finally:
+        if saved is missing:
+            del tensorflow.keras
+        else:
+            tensorflow.keras = saved
+
+
+class _TensorFlowWithKeras2(types.ModuleType):
+    """``tensorflow`` whose ``keras`` is tf_keras's API: the ``tf`` of Horovod's Keras
+    ``elastic`` module, which reads ``tf.keras.backend`` when its state and callbacks are built."""
+
+    def __init__(self, tensorflow: types.ModuleType, api: types.ModuleType) -> None:
+        super().__init__(tensorflow.__name__, tensorflow.__doc__)
+        self.keras = api
+        self._tensorflow = tensorflow
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tensorflow, name)
 
 
 def import_horovod_keras() -> Any:
@@ -26,33 +73,31 @@ def import_horovod_keras() -> Any:
     global _module
     if _module is not None:
         return _module
+    import tensorflow  # noqa: PLC0415
     import tf_keras  # noqa: PLC0415
 
-    import horovod.tensorflow.keras as hvd_keras  # noqa: PLC0415
-    from horovod.tensorflow.keras import callbacks as hvd_callbacks  # noqa: PLC0415
+    import horovod.tensorflow  # noqa: F401, PLC0415 - first, with the process's own tf.keras
 
-    if not issubclass(hvd_callbacks.BroadcastGlobalVariablesCallback, tf_keras.callbacks.Callback):
-        raise RuntimeError(
-            "horovod.tensorflow.keras was bound to Keras 3: set TF_USE_LEGACY_KERAS=1 before "
-            "TensorFlow is first imported (import tf_nmt.compat or horovod_patches first)")
+    api = importlib.import_module(_KERAS2_API)
+    if "horovod.tensorflow.keras" not in sys.modules:
+        with _tensorflow_keras_bound_to(api):
+            import horovod.tensorflow.keras  # noqa: F401, PLC0415 - also callbacks, elastic
+    hvd_keras = sys.modules["horovod.tensorflow.keras"]
+    hvd_callbacks, elastic = hvd_keras.callbacks, hvd_keras.elastic
+    if not (issubclass(hvd_callbacks.BroadcastGlobalVariablesCallback, tf_keras.callbacks.Callback)
+            and issubclass(elastic.CommitStateCallback, tf_keras.callbacks.Callback)):
+        raise RuntimeError(_REFUSAL)
     for module in (hvd_keras, hvd_callbacks):
         module.K = tf_keras.backend
+    elastic.tf = _TensorFlowWithKeras2(tensorflow, api)
     _module = hvd_keras
     return _module
 
 
 def import_horovod_keras_elastic() -> Any:
     """``horovod.tensorflow.keras.elastic`` (``KerasState``, ``CommitStateCallback``, ``run``)
-    with its callbacks bound to tf_keras, like :func:`import_horovod_keras`."""
-    import tf_keras  # noqa: PLC0415
-
-    import_horovod_keras()
-    from horovod.tensorflow.keras import elastic  # noqa: PLC0415
-
-    if not issubclass(elastic.CommitStateCallback, tf_keras.callbacks.Callback):
-        raise RuntimeError("horovod.tensorflow.keras.elastic was bound to Keras 3: set "
-                           "TF_USE_LEGACY_KERAS=1 before TensorFlow is first imported")
-    return elastic
+    bound to tf_keras, like :func:`import_horovod_keras`."""
+    return import_horovod_keras().elastic
 
 
 def _optimizer_bases() -> tuple:

@@ -13,10 +13,10 @@ ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"
 
 
 def launch_env(base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """A copy of ``base`` (default ``os.environ``) ready to launch Horovod workers: Keras 2 for
-    TensorFlow and, when running as root, Open MPI's run-as-root permission."""
+    """A copy of ``base`` (default ``os.environ``) ready to launch Horovod workers: when running
+    as root, with Open MPI's run-as-root permission. Which Keras ``tf.keras`` is stays the
+    caller's choice (tf-nmt's models are tf_keras objects either way)."""
     env = dict(os.environ if base is None else base)
-    env.setdefault("TF_USE_LEGACY_KERAS", "1")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         for key, value in ROOT_ENV.items():
             env.setdefault(key, value)

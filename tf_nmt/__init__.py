@@ -1,11 +1,11 @@
-"""tf-nmt: fast, distributed neural machine translation on TensorFlow/Keras 2.
+"""tf-nmt: fast, distributed neural machine translation on TensorFlow, with Keras 2 models.
 
-Importing the package selects Keras 2 (``tf_keras``) for ``tf.keras``: Horovod's Keras
-integration silently stops averaging gradients under Keras 3, so Keras 3 is never used.
+tf-nmt's models are Keras 2 (``tf_keras``) objects, used explicitly (:mod:`tf_nmt.compat`).
+Importing the package does not choose the process's Keras: ``tf.keras`` and ``import keras``
+stay what they are (Keras 3 by default), so a Keras 3 script can import tf_nmt.
 """
 import os as _os
 
-_os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"

@@ -1,18 +1,11 @@
 """The one place that imports TensorFlow and Keras 2 for the whole package.
 
-Always use ``from tf_nmt.compat import tf, keras``; never ``import keras`` (that is Keras 3).
+tf-nmt's layers and models are Keras 2 (``tf_keras``) objects, whichever Keras ``tf.keras`` is
+in the process (Keras 3 on TensorFlow >= 2.16 unless the user set ``TF_USE_LEGACY_KERAS=1``):
+always use ``from tf_nmt.compat import tf, keras``; never ``tf.keras`` or ``import keras``
+(Keras 3 in a default process). Nothing here sets an environment variable.
 """
-import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
-
-if os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
-    raise RuntimeError(
-        "tf-nmt needs Keras 2: set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported "
-        "(import tf_nmt first)."
-    )
+import tensorflow as tf
+import tf_keras as keras
 
 __all__ = ["tf", "keras"]

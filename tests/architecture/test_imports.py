@@ -2,7 +2,7 @@
 
 The cycle check reads the source (see :mod:`tests.architecture.import_graph`). The import checks
 run real interpreters: one child per module, forked from a parent that has loaded only the
-third-party stack (TensorFlow, Keras 2, tensorflow-text...), so each child starts with no
+third-party stack (TensorFlow, Keras 2 and 3, tensorflow-text...), so each child starts with no
 ``tf_nmt`` module loaded and imports exactly one; and whole-package imports in shuffled orders.
 """
 from __future__ import annotations
@@ -42,7 +42,6 @@ def test_no_import_cycles():
 
 _CHILD = textwrap.dedent("""
     import os, sys, importlib
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy, yaml, tensorflow, tf_keras, tensorflow_text, sentencepiece, sacrebleu  # noqa
     failed = []

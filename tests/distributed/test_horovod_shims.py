@@ -1,6 +1,7 @@
 """Our Horovod shims with a real (single-process) Horovod; skipped when Horovod is missing.
 
-Runs in a child process so Horovod/MPI never load into the pytest process.
+Runs in child processes so Horovod/MPI never load into the pytest process, with
+TF_USE_LEGACY_KERAS unset (``tf.keras`` is Keras 3, as in a user's process).
 """
 import importlib.util
 import subprocess
@@ -15,17 +16,30 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("horovod") is None,
                                 reason="horovod not installed (scripts/install_horovod.sh)")
 
 CHILD = textwrap.dedent("""
+    import keras as keras3
     import tf_keras
     from tf_nmt import distributed
     from tf_nmt.compat import keras, tf
     from tf_nmt.distributed import comm
-    from horovod_patches.keras import distributed_optimizer, import_horovod_keras
+    from horovod_patches.keras import (distributed_optimizer, import_horovod_keras,
+                                       import_horovod_keras_elastic)
 
     ctx = distributed.init(enabled=True)
     assert (ctx.rank, ctx.size, ctx.distributed) == (0, 1, False), ctx
 
     hvd_keras = import_horovod_keras()
     assert hvd_keras.callbacks.K is tf_keras.backend and hvd_keras.K is tf_keras.backend
+    # Horovod's Keras classes are tf_keras's; the process's tf.keras is still Keras 3
+    assert issubclass(hvd_keras.callbacks.BroadcastGlobalVariablesCallback,
+                      tf_keras.callbacks.Callback)
+    assert tf.keras.Model is keras3.Model and tf.keras.__version__.startswith("3."), tf.keras
+    elastic = import_horovod_keras_elastic()
+    assert issubclass(elastic.CommitStateCallback, tf_keras.callbacks.Callback)
+    tiny = keras.Sequential([keras.layers.Dense(1)])
+    tiny.build((None, 2))
+    state = elastic.KerasState(tiny, optimizer=keras.optimizers.legacy.SGD(0.1))
+    assert state.backend.get_value is tf_keras.backend.get_value, state.backend  # not Keras 3's
+    assert tf.keras.Model is keras3.Model
 
     class Halving(keras.optimizers.schedules.LearningRateSchedule):  # deliberately unregistered
         def __init__(self, lr):
@@ -69,7 +83,33 @@ CHILD = textwrap.dedent("""
 """)
 
 
+# A process that imported horovod.tensorflow.keras itself (with Keras 3): refused in one line.
+REFUSED = textwrap.dedent("""
+    import horovod.tensorflow.keras
+    from horovod_patches.keras import import_horovod_keras
+    try:
+        import_horovod_keras()
+    except RuntimeError as err:
+        assert "\\n" not in str(err), str(err)
+        print("REFUSED " + str(err))
+    """)
+
+
+def keras3_env() -> dict:
+    """The launch environment without TF_USE_LEGACY_KERAS: ``tf.keras`` is Keras 3."""
+    return {k: v for k, v in launch_env().items() if k != "TF_USE_LEGACY_KERAS"}
+
+
 def test_shims_with_real_horovod():
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=launch_env(), capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=keras3_env(), capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
+
+
+def test_horovod_keras_imported_with_keras3_is_refused():
+    proc = subprocess.run([sys.executable, "-c", REFUSED], env=keras3_env(), capture_output=True,
+                          text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED ")]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stdout + proc.stderr[-3000:]
+    assert "before importing horovod.tensorflow.keras" in lines[0]
+    assert "horovod_patches.keras3" in lines[0]

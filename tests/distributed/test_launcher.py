@@ -43,13 +43,14 @@ def test_mpirun_forwards_the_rank_environment():
     assert cmd[cmd.index("--hostfile") + 1] == "hosts.txt"
     forwarded = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"]
     assert forwarded == list(launcher.FORWARDED_ENV)
-    assert set(launcher.THREAD_VARS) | {"TF_USE_LEGACY_KERAS"} <= set(forwarded)
+    assert set(launcher.THREAD_VARS) <= set(forwarded)
+    assert "TF_USE_LEGACY_KERAS" not in forwarded  # tf-nmt does not choose the ranks' Keras
 
 
 def test_worker_env_decides_threads_once_and_assumes_no_checkout():
     base = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "16"}
     env = launcher.worker_env({"HOROVOD_TIMELINE": "DYNAMIC"}, base=base)
-    assert env["TF_USE_LEGACY_KERAS"] == "1" and env["HOROVOD_TIMELINE"] == "DYNAMIC"
+    assert "TF_USE_LEGACY_KERAS" not in env and env["HOROVOD_TIMELINE"] == "DYNAMIC"
     assert all(env[name] == "1" for name in launcher.THREAD_VARS)
     assert "PYTHONPATH" not in env
     two = launcher.worker_env(threads=2, base=base)

@@ -29,7 +29,7 @@ def alive(pid: int) -> bool:
 def test_servers_exit_when_their_coordinator_is_killed():
     servers = []
     coordinator = subprocess.Popen([sys.executable, "-c", COORDINATOR], stdout=subprocess.PIPE,
-                                   text=True, env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
+                                   text=True)
     try:
         servers += [int(p) for p in coordinator.stdout.readline().split()]
         assert len(servers) == 2 and all(alive(p) for p in servers)  # one worker, one ps

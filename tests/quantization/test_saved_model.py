@@ -8,7 +8,7 @@ pytestmark = pytest.mark.slow  # two exports + a fresh TF process
 import numpy as np
 
 from tests.helpers import write_toy_data_dir
-from tf_nmt.compat import tf
+from tf_nmt.compat import keras, tf
 from tf_nmt.config import load_config
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
@@ -31,7 +31,7 @@ def packed(tmp_path_factory):
     root = tmp_path_factory.mktemp("packed")
     tokenizer = ensure_vocab(write_toy_data_dir(root / "data"), 320, log=lambda _m: None)
     cfg = load_config(None, ["model.kind=transformer"] + [f"model.{k}={v}" for k, v in HPARAMS.items()])
-    tf.keras.utils.set_random_seed(3)
+    keras.utils.set_random_seed(3)
     model = build_model("transformer", tokenizer.vocab_size, **HPARAMS)
     model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
     policy = QuantPolicy(bits=4)

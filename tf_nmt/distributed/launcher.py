@@ -20,7 +20,7 @@ from horovod_patches.mpi_env import launch_env
 CONTROLLERS = ("gloo", "mpi")
 # What a rank needs from the launcher's environment; mpirun forwards exactly these (-x).
 THREAD_VARS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
-FORWARDED_ENV = ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL") + THREAD_VARS
+FORWARDED_ENV = ("TF_CPP_MIN_LOG_LEVEL",) + THREAD_VARS
 
 
 class LaunchError(RuntimeError):
@@ -29,7 +29,7 @@ class LaunchError(RuntimeError):
 
 def worker_env(extra: Optional[Mapping[str, str]] = None, threads: int = 1,
                base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment of every rank: ``base`` (default ``os.environ``) with Keras 2, Open MPI's
+    """The environment of every rank: ``base`` (default ``os.environ``) with Open MPI's
     run-as-root permission (:func:`horovod_patches.mpi_env.launch_env`), quiet TensorFlow logs,
     ``threads`` threads per rank (:data:`THREAD_VARS`), then ``extra`` on top."""
     if threads < 1:

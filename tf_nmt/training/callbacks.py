@@ -20,7 +20,7 @@ def _current_lr(optimizer) -> float:
     lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
     if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
         lr = lr(optimizer.iterations - 1)
-    return float(tf.keras.backend.get_value(lr)) if not isinstance(lr, float) else lr
+    return float(keras.backend.get_value(lr)) if not isinstance(lr, float) else lr
 
 
 PROGRESS_LOG = "progress.jsonl"  # the machine-readable progress log, in the run directory

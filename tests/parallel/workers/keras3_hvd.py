@@ -1,5 +1,5 @@
 """Worker for tests/parallel/test_keras3_horovod.py: run under ``horovodrun -np 2`` with Keras 3
-(``TF_USE_LEGACY_KERAS`` unset). Imports nothing from tf_nmt (which selects Keras 2).
+(``TF_USE_LEGACY_KERAS`` unset). Imports nothing from tf_nmt (a user's own model only).
 
 A user's own Keras 3 model (Embedding -> Flatten -> Dense -> Dense, so the embedding gradient is
 a ``tf.IndexedSlices``) is trained with plain ``model.fit`` in several scenarios, each rank on
