@@ -92,3 +92,17 @@ def test_other_languages_are_refused_and_old_runs_count_as_en_de(tmp_path):
     assert fr_en.languages() == ("fr", "en")
     with pytest.raises(RunDirError, match="trained on fr-en but this data dir is en-fr"):
         check_resume(fr_en, {**META, "languages": ["en", "fr"]})
+
+
+@pytest.mark.parametrize("saved, now, match", [
+    ("s1", None, "a separate source vocabulary s1 but this data dir has one vocabulary shared"),
+    (None, "s1", "one vocabulary shared by source and target but this data dir has a separate"),
+    ("s1", "s2", "separate source vocabulary s1 but this data dir has a separate source "
+                 "vocabulary s2")])
+def test_another_vocabulary_mode_or_source_vocabulary_is_refused(tmp_path, saved, now, match):
+    """Same target vocabulary: only the source side (shared, or which separate one) differs;
+    a run from before separate vocabularies (no key) is a shared one."""
+    run = saved_run(tmp_path, **({} if saved is None else {"source_vocab_fingerprint": saved}))
+    with pytest.raises(RunDirError, match=match):
+        check_resume(run, {**META, "source_vocab_fingerprint": now})
+    assert check_resume(run, {**META, "source_vocab_fingerprint": saved}) is False

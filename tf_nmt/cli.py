@@ -8,12 +8,12 @@ are reported as one clear ``tf-nmt: error: ...`` line with exit status 2, never 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
 from typing import List, Optional
 
-import tf_nmt  # noqa: F401  (selects Keras 2 before TensorFlow is imported)
 from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES,
                            QUICKSTART_PRECISIONS)
 from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
@@ -169,7 +169,8 @@ def _translate_ctranslate2(args: argparse.Namespace, lines: List[str]) -> List[s
     """Translate with a CTranslate2 export (length-sorted batches, progress on stderr)."""
     from tf_nmt.export.ctranslate2 import CTranslate2Translator, Progress, translate_sorted
 
-    engine = CTranslate2Translator(Path(args.export_dir))
+    engine = CTranslate2Translator(Path(args.export_dir), use_vmap=args.vmap)
+    print(engine.describe(), file=sys.stderr)
     progress = Progress(total=len(lines))
     try:
         return list(translate_sorted(engine, lines, args.beam_size, args.batch_size, progress))
@@ -186,6 +187,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.export_dir and args.checkpoint:
         raise UsageError("--checkpoint would be ignored: an export holds one model (export "
                          "another checkpoint, or translate with --run-dir --checkpoint)")
+    if args.vmap is not None and not (args.export_dir and is_ctranslate2_dir(args.export_dir)):
+        raise UsageError("--vmap/--no-vmap would be ignored: the vocabulary map is for a "
+                         "CTranslate2 export (`tf-nmt export --format ctranslate2`)")
     if args.export_dir and is_ctranslate2_dir(args.export_dir):
         outputs = _translate_ctranslate2(args, lines)
     elif args.export_dir:
@@ -262,14 +266,54 @@ def _export_ctranslate2(args: argparse.Namespace) -> int:
                                                             weights)
     if args.beam_size:
         cfg.decode.beam_size = args.beam_size  # recorded as the export's default beam
+    if Path(args.export_dir).exists() and not args.overwrite:  # before counting the train data
+        raise UsageError(f"{args.export_dir} exists; pass --overwrite to replace it")
+    vmap = _ctranslate2_vmap(args, cfg, tokenizer)
     path = export_ctranslate2(model, tokenizer, cfg, Path(args.export_dir),
                               quantization=args.quantization or "float32",
                               overwrite=args.overwrite, run_dir=Path(args.run_dir),
                               checkpoint=prefix, weights=weights,
-                              languages=RunDir(Path(args.run_dir)).languages())
+                              languages=RunDir(Path(args.run_dir)).languages(), vmap=vmap)
     print(f"exported CTranslate2 model to {path} ({args.quantization or 'float32'} weights, "
           f"{weights} weights of {prefix}); translate with: tf-nmt translate --export-dir {path}")
     return 0
+
+
+def _ctranslate2_vmap(args: argparse.Namespace, cfg, tokenizer):
+    """(text, summary) of the export's vocabulary map from the run's training pairs, or None
+    (``--no-vmap``, or by default where the training data is absent: printed)."""
+    from tf_nmt.export.ct2_vmap import VMAP_BY_DEFAULT, build_vmap, training_pairs
+    from tf_nmt.export.ctranslate2 import SPECIAL_TOKENS, vocabulary_tokens
+
+    wanted = VMAP_BY_DEFAULT if args.vmap is None else args.vmap
+    if not wanted:
+        return None
+    if not getattr(tokenizer, "shared", True):  # separate source/target Vocabularies
+        raise UsageError("--vmap maps one shared vocabulary; this run has separate source and "
+                         "target vocabularies: export it without --vmap")
+    data_dir = Path(cfg.data.data_dir)
+    pairs = training_pairs(data_dir, tokenizer)
+    try:
+        first = next(pairs, None)  # opens the data: a missing corpus fails here
+    except (UserError, OSError) as err:
+        if args.vmap:
+            raise UsageError(f"--vmap needs the run's training data: {err}") from None
+        print(f"no vocabulary map: the training data is not readable ({err}); the export "
+              "decodes over the whole vocabulary", file=sys.stderr)
+        return None
+    if first is None:
+        raise UsageError(f"{data_dir} has no training pairs to build a vocabulary map from; "
+                         "export with --no-vmap")
+    target = getattr(tokenizer, "target", tokenizer)  # separate Vocabularies or one tokenizer
+    source = getattr(tokenizer, "source", tokenizer)
+    text, summary = build_vmap(
+        itertools.chain([first], pairs), vocabulary_tokens(target.model_proto),
+        sorted(SPECIAL_TOKENS), source_tokens=(None if source is target
+                                               else vocabulary_tokens(source.model_proto)))
+    summary["data_dir"] = str(data_dir.resolve())
+    print(f"vocabulary map: {summary['always']} pieces always, up to {summary['per_source']} "
+          f"per source piece, from {summary['pairs']} training pairs of {data_dir}")
+    return text, summary
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -278,6 +322,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.quantization is not None:
         raise UsageError("--quantization is for --format ctranslate2 (a SavedModel is float32; "
                          "pack low-bit weights with --bits or --quantized)")
+    if args.vmap is not None:
+        raise UsageError("--vmap/--no-vmap is for --format ctranslate2 (a SavedModel decodes "
+                         "over the whole vocabulary)")
     if args.chunk_size is None:
         args.chunk_size = SERVING_CHUNK_SIZE
     conflicts = _quantized_export_conflicts(args) if args.quantized else []
@@ -477,6 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64,
                    help="sentences per length-sorted batch (output stays in input order)")
     p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
+    p.add_argument("--vmap", action=argparse.BooleanOptionalAction, default=None,
+                   help="CTranslate2 export only: restrict each batch's output vocabulary to the "
+                        "export's vocabulary map (default: when the export has one)")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("export", help="write a string-to-string SavedModel (or, with --format "
@@ -500,6 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs; needs pip install 'tf-nmt[ctranslate2]')")
     p.add_argument("--quantization", choices=["float32", "int8", "int8_float32"],
                    help="--format ctranslate2 only: CTranslate2's weight type (default float32)")
+    p.add_argument("--vmap", action=argparse.BooleanOptionalAction, default=None,
+                   help="--format ctranslate2 only: write a vocabulary map (a lexical shortlist "
+                        "per source piece, counted on the run's training pairs) that translate "
+                        "uses to shrink the output layer")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("quantize", help="quantise a run's checkpoint to a packed B-bit file")

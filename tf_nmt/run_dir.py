@@ -1,9 +1,10 @@
 """A training run: its directory, the guard that keeps a resume consistent, and its model.
 
-Layout: ``config.yaml`` (resolved config), ``vocab.model`` (SentencePiece proto), ``meta.json``
-(vocabulary fingerprint, model kind/hparams, world size, languages), ``checkpoints/`` and ``logs/``.
-Resuming with other languages, a different vocabulary, model or (unless allowed) world size
-is refused before anything is written.
+Layout: ``config.yaml`` (resolved config), ``vocab.model`` (the target SentencePiece proto,
+shared by both sides unless ``source_vocab.model`` exists: a separate-vocabulary run),
+``meta.json`` (vocabulary fingerprints, model kind/hparams, world size, languages),
+``checkpoints/`` and ``logs/``. Resuming with other languages, different vocabularies, model or
+(unless allowed) world size is refused before anything is written.
 
 This is also the one place that builds a model with its variables created
 (:func:`build_initialised_model`) and the one that restores a trained run's model
@@ -20,7 +21,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import Config, load_config
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, Vocabularies
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
@@ -50,7 +51,8 @@ class RunDir:
     checkpoints = _Member("checkpoints")
     logs = _Member("logs")
     meta_path = _Member("meta.json")
-    vocab_path = _Member("vocab.model")
+    vocab_path = _Member("vocab.model")  # the target's (and the shared) vocabulary
+    source_vocab_path = _Member("source_vocab.model")  # a separate-vocabulary run only
     config_path = _Member("config.yaml")
 
     def read_meta(self) -> Optional[Dict[str, Any]]:
@@ -72,6 +74,24 @@ class RunDir:
         """(source, target) language of the run (meta.json; runs from before it was recorded
         trained the built-in en-de corpus)."""
         return languages_of(self.read_meta())
+
+    def vocabularies(self) -> Vocabularies:
+        """The run's (source, target) tokenizers, checked against ``meta.json``'s fingerprints
+        (a swapped or missing model file is one :class:`RunDirError` line)."""
+        meta = self.read_meta() or {}
+        target = SubwordTokenizer.load(self.vocab_path)
+        separate = self.source_vocab_path.is_file()
+        source = (SubwordTokenizer.load(self.source_vocab_path, SOURCE_TOKENIZER) if separate
+                  else target)
+        for what, tokenizer, key in (("vocab.model", target, "vocab_fingerprint"),
+                                     ("source_vocab.model", source if separate else None,
+                                      "source_vocab_fingerprint")):
+            recorded = meta.get(key)
+            found = tokenizer.fingerprint if tokenizer is not None else None
+            if key in meta and recorded != found:
+                raise RunDirError(f"{self.root}: meta.json records {what} {recorded} but the "
+                                  f"run holds {found or 'none'}; the run directory was changed")
+        return Vocabularies(source, target)
 
     def is_run(self) -> bool:
         """True when this looks like a tf-nmt run directory (config and vocabulary present)."""
@@ -101,6 +121,12 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
             f"cannot resume {run.root}: it was trained with vocabulary {saved.get('vocab_fingerprint')} "
             f"but this run uses {meta.get('vocab_fingerprint')} (different data or vocab_size). "
             "Use a new --run-dir; nothing was overwritten.")
+    if saved.get("source_vocab_fingerprint") != meta.get("source_vocab_fingerprint"):
+        raise RunDirError(
+            f"cannot resume {run.root}: it was trained with "
+            f"{_vocab_mode(saved.get('source_vocab_fingerprint'))} but this data dir has "
+            f"{_vocab_mode(meta.get('source_vocab_fingerprint'))}. Use a new --run-dir; nothing "
+            "was overwritten.")
     for key in ("model_kind", "model_hparams"):
         if saved.get(key) != meta.get(key):
             raise RunDirError(
@@ -114,13 +140,33 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
     return run.has_checkpoint()
 
 
-def run_meta(cfg: Config, tokenizer: SubwordTokenizer, world_size: int,
+def _vocab_mode(source_fingerprint: Optional[str]) -> str:
+    return ("one vocabulary shared by source and target" if source_fingerprint is None
+            else f"a separate source vocabulary {source_fingerprint}")
+
+
+def run_meta(cfg: Config, tokenizer: Tokenizers, world_size: int,
              languages: Sequence[str] = BUILTIN_LANGUAGES) -> Dict[str, Any]:
     """What ``meta.json`` records, and what :func:`check_resume` compares (``languages``:
-    (source, target) of the data dir, :attr:`tf_nmt.data.prepared.PreparedData.languages`)."""
-    return {"vocab_fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size,
+    (source, target) of the data dir, :attr:`tf_nmt.data.prepared.PreparedData.languages`;
+    ``tokenizer``: the shared one, or the :class:`Vocabularies` of separate ones, whose
+    ``vocab_*`` keys are the target's and ``source_vocab_*`` the source's, null when shared)."""
+    vocab = Vocabularies.of(tokenizer)
+    return {"vocab_fingerprint": vocab.target.fingerprint, "vocab_size": vocab.target.vocab_size,
+            "source_vocab_fingerprint": vocab.source_fingerprint,
+            "source_vocab_size": vocab.source_vocab_size,
             "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
             "world_size": world_size, "languages": list(languages)}
+
+
+def save_vocabularies(run: RunDir, tokenizer: Tokenizers) -> None:
+    """Write the run's vocabulary files the first time (``source_vocab.model`` only when
+    separate); existing files are kept (:func:`check_resume` compared them already)."""
+    vocab = Vocabularies.of(tokenizer)
+    if not run.vocab_path.is_file():
+        vocab.target.save(run.vocab_path)
+    if not vocab.shared and not run.source_vocab_path.is_file():
+        vocab.source.save(run.source_vocab_path)
 
 
 def languages_of(meta: Optional[Mapping[str, Any]]) -> Tuple[str, str]:
@@ -131,9 +177,10 @@ def languages_of(meta: Optional[Mapping[str, Any]]) -> Tuple[str, str]:
 
 def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, Any],
                             policy: str = "float32",
-                            activation_quantization: Optional[ActivationQuantization] = None
-                            ) -> keras.Model:
-    """A new model of ``kind`` with its variables created (called once on dummy inputs).
+                            activation_quantization: Optional[ActivationQuantization] = None,
+                            source_vocab_size: Optional[int] = None) -> keras.Model:
+    """A new model of ``kind`` with its variables created (called once on dummy inputs);
+    ``source_vocab_size``: separate vocabularies (None: shared).
 
     ``activation_quantization`` (from ``train.quantize_activations_*``, see
     :func:`tf_nmt.models.activation_quant.from_train_config`) log-quantises its matmul inputs.
@@ -145,7 +192,8 @@ def build_initialised_model(kind: str, vocab_size: int, hparams: Mapping[str, An
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)
     try:
-        model = build_model(kind, vocab_size, activation_quantization, **dict(hparams))
+        model = build_model(kind, vocab_size, activation_quantization,
+                            source_vocab_size=source_vocab_size, **dict(hparams))
         model({"source": tf.ones([1, 4], tf.int32), "target_in": tf.ones([1, 4], tf.int32)})
     finally:
         keras.mixed_precision.set_global_policy(previous)
@@ -169,18 +217,19 @@ def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
 
 
 def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None, weights: str = "raw"
-                       ) -> Tuple[keras.Model, SubwordTokenizer, Config]:
+                       ) -> Tuple[keras.Model, Tokenizers, Config]:
     """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
-    :func:`resolve_checkpoint`); the model quantises its matmul inputs as the run was trained to
-    (``train.quantize_activations_*``). ``weights``: ``"raw"`` (the trained weights) or ``"ema"``
-    (their moving average, ``train.ema_decay``; :mod:`tf_nmt.models.ema`)."""
+    :func:`resolve_checkpoint`); the tokenizer is the shared one, or the :class:`Vocabularies`
+    of a separate-vocabulary run (translation code takes either); the model quantises its
+    matmul inputs as the run was trained to (``train.quantize_activations_*``). ``weights``:
+    ``"raw"`` (the trained weights) or ``"ema"`` (their moving average, ``train.ema_decay``; :mod:`tf_nmt.models.ema`)."""
     model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint, weights)
     return model, tokenizer, cfg
 
 
 def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
                             weights: str = "raw"
-                            ) -> Tuple[keras.Model, SubwordTokenizer, Config, str]:
+                            ) -> Tuple[keras.Model, Tokenizers, Config, str]:
     """As :func:`load_trained_model`, plus the checkpoint prefix it restored. The prefix is
     resolved once, so a caller that records it names what was loaded even while a training
     run goes on writing newer checkpoints."""
@@ -192,9 +241,10 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
     if not run.config_path.is_file():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
     cfg = load_config(run.config_path)
-    tokenizer = SubwordTokenizer.load(run.vocab_path)
-    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
-                                    activation_quantization=from_train_config(cfg.train))
+    vocab = run.vocabularies()
+    model = build_initialised_model(cfg.model.kind, vocab.target.vocab_size, cfg.model.hparams,
+                                    activation_quantization=from_train_config(cfg.train),
+                                    source_vocab_size=vocab.source_vocab_size)
     prefix = resolve_checkpoint(run, checkpoint)
     try:
         tf.train.Checkpoint(model=model).restore(prefix).expect_partial() \
@@ -204,4 +254,4 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
                           f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
     if weights == "ema":
         restore_ema_weights(model, prefix)
-    return model, tokenizer, cfg, prefix
+    return model, vocab.as_tokenizer(), cfg, prefix

@@ -10,9 +10,11 @@ in-process, into a temporary directory):
   export's default in-graph chunks (``--chunk-size``, :data:`tf_nmt.export.SERVING_CHUNK_SIZE`);
   TensorFlow's default threading;
 * ``ct2-float32`` and ``ct2-int8``: ``tf-nmt export --format ctranslate2 --quantization Q``, one
-  directory each, served by :class:`tf_nmt.export.ctranslate2.CTranslate2Translator` with
-  ``intra_threads`` = ``--ct2-threads`` (default: the cores this process may use) and one
-  translator (``inter_threads`` 1); each request is length-sorted and decoded as one batch
+  directory each (``--vmap``/``--no-vmap`` passed on to the export when given), served by
+  :class:`tf_nmt.export.ctranslate2.CTranslate2Translator` with its defaults unless
+  ``--ct2-threads``, ``--ct2-inter-threads``, ``--ct2-mkl``, ``--ct2-isa`` or ``--vmap`` say
+  otherwise (``engine_info`` records the settings used and where each came from); each request
+  is length-sorted and decoded as one batch
   (:func:`~tf_nmt.export.ctranslate2.translate_sorted`, the path of ``tf-nmt translate``), with
   the exported length penalty at beam > 1 (CTranslate2's ``length ** alpha``, not tf-nmt's GNMT
   penalty) and none at beam 1.
@@ -73,11 +75,10 @@ Runner = Callable[[List[str], int], List[str]]
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """The cores this process may run on (:func:`tf_nmt.export.ctranslate2.usable_cores`)."""
+    from tf_nmt.export.ctranslate2 import usable_cores as cores
+
+    return cores()
 
 
 def rotated(names: Sequence[str], r: int) -> List[str]:
@@ -97,7 +98,8 @@ def run_export(argv: List[str], log: Callable[[str], None]) -> None:
 
 
 def export_engines(run_dir: Path, checkpoint: Optional[str], weights: str, beams: Sequence[int],
-                   root: Path, log: Callable[[str], None] = print) -> Dict[str, Any]:
+                   root: Path, log: Callable[[str], None] = print,
+                   vmap: Optional[bool] = None) -> Dict[str, Any]:
     """Export every engine from one resolved checkpoint with ``tf-nmt export``: SavedModels
     ``root/savedmodel-beamB``, CTranslate2 directories ``root/ct2-Q``. Returns their paths
     (``paths[(engine, beam)]``, the CTranslate2 ones shared by all beams), the commands, the
@@ -124,6 +126,8 @@ def export_engines(run_dir: Path, checkpoint: Optional[str], weights: str, beams
         path = root / engine
         argv = ["export", "--format", "ctranslate2", "--quantization", quantization, *common_args,
                 "--export-dir", str(path)]
+        if vmap is not None:
+            argv.append("--vmap" if vmap else "--no-vmap")
         run_export(argv, log)
         commands.append("tf-nmt " + " ".join(argv))
         for beam in beams:
@@ -149,10 +153,12 @@ def ct2_client(engine, beam: int) -> Runner:
     return send
 
 
-def load_runners(exports: Dict[str, Any], beams: Sequence[int], ct2_threads: int
+def load_runners(exports: Dict[str, Any], beams: Sequence[int], ct2: Dict[str, Any],
+                 log: Callable[[str], None] = print
                  ) -> Tuple[Dict[Tuple[str, int], Runner], Dict[str, Any]]:
     """Callables ``(texts, batch) -> translations`` for every (engine, beam), and the engines'
-    threading and compute types as loaded."""
+    settings as loaded (CTranslate2: :attr:`CTranslate2Translator.settings`). ``ct2``: the
+    translators' keyword arguments (threads, backend, vocabulary map; unset: the defaults)."""
     from tf_nmt.compat import tf
     from tf_nmt.export import SERVING_CHUNK_SIZE
     from tf_nmt.export.ctranslate2 import CTranslate2Translator
@@ -169,11 +175,9 @@ def load_runners(exports: Dict[str, Any], beams: Sequence[int], ct2_threads: int
         "chunk_size": SERVING_CHUNK_SIZE,  # tf-nmt export's default --chunk-size
         "tensorflow_version": tf.__version__}}
     for engine in QUANTIZATION:
-        translator = CTranslate2Translator(paths[(engine, beams[0])], intra_threads=ct2_threads)
-        info[engine] = {"threads": {"intra_threads": ct2_threads,
-                                    "inter_threads": translator.translator.num_translators},
-                        "compute_type": translator.translator.compute_type,
-                        "quantization": QUANTIZATION[engine]}
+        translator = CTranslate2Translator(paths[(engine, beams[0])], **ct2)
+        info[engine] = {**translator.settings, "asked": dict(ct2)}
+        log(translator.describe())
         for beam in beams:
             runners[(engine, beam)] = ct2_client(translator, beam)
     return runners, info
@@ -260,7 +264,7 @@ def bleu_scores(runners: Dict[Tuple[str, int], Runner], beams: Sequence[int],
 
 
 def peak_rss(exports: Dict[str, Any], texts: List[str], batch: int, beam: int,
-             ct2_threads: int, work: Path, log: Callable[[str], None] = print,
+             ct2: Dict[str, Any], work: Path, log: Callable[[str], None] = print,
              timeout: float = 3600) -> Dict[str, Any]:
     """Peak RSS of each engine in a fresh process (:mod:`experiments.serving_speed.rss_worker`)."""
     out: Dict[str, Any] = {}
@@ -269,7 +273,7 @@ def peak_rss(exports: Dict[str, Any], texts: List[str], batch: int, beam: int,
     for engine in ENGINES:
         spec = {"engine": "savedmodel" if engine == BASELINE else "ctranslate2",
                 "export_dir": str(exports["paths"][(engine, beam)]), "texts": texts,
-                "batch": batch, "beam": beam, "intra_threads": ct2_threads}
+                "batch": batch, "beam": beam, "ct2": ct2}
         spec_file = work / f"rss-{engine}.json"
         spec_file.write_text(json.dumps(spec), encoding="utf-8")
         proc = subprocess.run([*rss_worker.LAUNCH, str(spec_file)], capture_output=True,
@@ -310,9 +314,12 @@ def check_targets(rows: List[Dict[str, Any]], bleu: List[Dict[str, Any]]) -> Lis
 def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
             batch_sizes: Sequence[int], bands: Sequence[str], beams: Sequence[int], rounds: int,
             limit: int, checkpoint: Optional[str] = None, weights: str = "raw",
-            ct2_threads: Optional[int] = None, rss_batch: int = 32, rss_beam: int = 4,
-            skip_empty_bands: bool = False, log: Callable[[str], None] = print) -> Dict[str, Any]:
-    """Export, time, score and weigh every engine; see the module docstring."""
+            ct2: Optional[Dict[str, Any]] = None, vmap: Optional[bool] = None,
+            rss_batch: int = 32, rss_beam: int = 4, skip_empty_bands: bool = False,
+            log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """Export, time, score and weigh every engine; see the module docstring. ``ct2``: keyword
+    arguments of every :class:`CTranslate2Translator` (threads, backend, ``use_vmap``);
+    ``vmap``: export with ``--vmap``/``--no-vmap`` (None: the export's default)."""
     from tf_nmt.data.prepared import read_prepared
     from tf_nmt.data.tokenizer import SubwordTokenizer
     from tf_nmt.data.vocabulary import load_split
@@ -320,9 +327,13 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
     from tf_nmt.evaluation.evaluate import check_data_matches_run
     from tf_nmt.run_dir import RunDir
 
-    threads = ct2_threads or usable_cores()
+    ct2 = dict(ct2 or {})
+    if "use_mkl" in ct2 or "cpu_isa" in ct2:  # before the exports import ctranslate2
+        from tf_nmt.export.ct2_backend import import_ctranslate2
+
+        import_ctranslate2(ct2.get("use_mkl"), ct2.get("cpu_isa"))
     with tempfile.TemporaryDirectory(prefix="tfnmt-engines-") as tmp:
-        exports = export_engines(Path(run_dir), checkpoint, weights, beams, Path(tmp), log)
+        exports = export_engines(Path(run_dir), checkpoint, weights, beams, Path(tmp), log, vmap)
         tokenizer = SubwordTokenizer.load(RunDir(Path(run_dir)).vocab_path)
         prepared = read_prepared(Path(data_dir or exports["data_dir"]))
         check_data_matches_run(prepared, RunDir(Path(run_dir)), tokenizer)  # as evaluate does
@@ -341,7 +352,7 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
                 raise ValueError(f"no {band!r} sentences in the {split} split")
         if not texts:
             raise ValueError(f"none of the bands {', '.join(bands)} has sentences in {split}")
-        runners, engine_info = load_runners(exports, beams, threads)
+        runners, engine_info = load_runners(exports, beams, ct2, log)
         load_before = os.getloadavg()
         seconds, outputs = time_engines(runners, texts, beams, batch_sizes, rounds, log)
         load_after = os.getloadavg()
@@ -355,14 +366,15 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
         bleu = bleu_scores(runners, beams, [s for s, _ in bleu_pairs],
                            [t for _, t in bleu_pairs], tokenize)
         rss_texts = band_sentences(sources, lengths, "mixed", per_band)
-        rss = (peak_rss(exports, rss_texts, rss_batch, rss_beam, threads, Path(tmp), log)
+        rss = (peak_rss(exports, rss_texts, rss_batch, rss_beam, ct2, Path(tmp), log)
                if rss_beam in beams else None)
     alpha = exports["length_penalty"]
     return {"run_dir": str(run_dir), "checkpoint": exports["checkpoint"], "weights": weights,
             "model_kind": exports["model_kind"], "data_dir": str(prepared.root), "split": split,
             "languages": list(prepared.languages), "export_commands": exports["commands"],
             "export_bytes": exports["export_bytes"], "engines": list(ENGINES),
-            "engine_info": engine_info, "baseline": BASELINE, "beams": list(beams),
+            "engine_info": engine_info, "export_vmap": vmap, "baseline": BASELINE,
+            "beams": list(beams),
             "length_penalty": {
                 "savedmodel": f"GNMT ((5 + length) / 6) ** {alpha} (tf-nmt's beam search)",
                 "ctranslate2": f"length ** {alpha} at beam > 1, none at beam 1 (tf-nmt "
@@ -418,6 +430,23 @@ def table(report: Dict[str, Any]) -> str:
     return "\n".join(lines).lstrip("\n")
 
 
+def ct2_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The CTranslate2 translators' keyword arguments the flags ask for (unset ones left out,
+    so the translator's defaults apply and are recorded as such)."""
+    out: Dict[str, Any] = {}
+    if args.ct2_threads:
+        out["intra_threads"] = args.ct2_threads
+    if args.ct2_inter_threads:
+        out["inter_threads"] = args.ct2_inter_threads
+    if args.ct2_mkl != "auto":
+        out["use_mkl"] = args.ct2_mkl == "on"
+    if args.ct2_isa != "auto":
+        out["cpu_isa"] = args.ct2_isa
+    if args.vmap is not None:
+        out["use_vmap"] = args.vmap
+    return out
+
+
 def _int_list(text: str) -> List[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -441,7 +470,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="sentences per request")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--ct2-threads", type=int, default=0,
-                   help="CTranslate2 intra_threads (default 0: the cores this process may use)")
+                   help="CTranslate2 intra_threads (default 0: the translator's default layout)")
+    p.add_argument("--ct2-inter-threads", type=int, default=0,
+                   help="CTranslate2 translators, each batch dealt across them (default 0: the "
+                        "translator's default layout)")
+    p.add_argument("--ct2-mkl", choices=["auto", "on", "off"], default="auto",
+                   help="CT2_USE_MKL for the CTranslate2 engines (auto: the translator's choice)")
+    p.add_argument("--ct2-isa", choices=["auto", "GENERIC", "AVX", "AVX2", "AVX512"],
+                   default="auto", help="CT2_FORCE_CPU_ISA (auto: the translator's choice)")
+    p.add_argument("--vmap", action=argparse.BooleanOptionalAction, default=None,
+                   help="export the CTranslate2 engines with (--vmap) or without (--no-vmap) a "
+                        "vocabulary map and translate accordingly (default: the export's default)")
     p.add_argument("--rss-batch", type=int, default=32,
                    help="sentences per request in the peak-RSS processes")
     p.add_argument("--rss-beam", type=int, default=4, help="beam of the peak-RSS processes")
@@ -466,14 +505,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error(f"--bands must name some of {', '.join(BANDS)} (got {unknown or bands})")
     if not beams or min(beams) < 1 or not batch_sizes or min(batch_sizes) < 1:
         p.error("--beams and --batch-sizes must be >= 1")
-    if args.per_band < 1 or args.rounds < 1 or args.limit < 0 or args.ct2_threads < 0:
-        p.error("--per-band and --rounds must be >= 1, --limit and --ct2-threads >= 0")
+    if (args.per_band < 1 or args.rounds < 1 or args.limit < 0 or args.ct2_threads < 0
+            or args.ct2_inter_threads < 0):
+        p.error("--per-band and --rounds must be >= 1, --limit and --ct2-*threads >= 0")
     if out.exists() and not args.overwrite:
         p.error(f"{out} exists; pass --overwrite to replace it")
 
     report = measure(args.run_dir, args.data_dir, args.split, args.per_band, batch_sizes, bands,
                      beams, args.rounds, args.limit, checkpoint=args.checkpoint,
-                     weights=args.weights, ct2_threads=args.ct2_threads or None,
+                     weights=args.weights, ct2=ct2_options(args), vmap=args.vmap,
                      rss_batch=args.rss_batch, rss_beam=args.rss_beam, skip_empty_bands=args.tiny)
     report["tiny"] = args.tiny
     report["command"] = common.command_line(STUDY, argv)

@@ -4,7 +4,7 @@ experiments.serving_speed.rss_worker SPEC.json``), for ``serving-engines``
 
 The spec names the engine (``savedmodel`` or ``ctranslate2``), its export directory, the texts,
 the sentences per request, the beam (CTranslate2; a SavedModel's beam is fixed at export) and the
-CTranslate2 threads. The worker imports only what a serving process of that engine needs: a
+CTranslate2 translator's keyword arguments (``ct2``: threads, backend, vocabulary map). The worker imports only what a serving process of that engine needs: a
 SavedModel client ``tensorflow`` and ``tensorflow_text`` (no tf_nmt), a CTranslate2 one
 ``ctranslate2`` and ``sentencepiece`` through :mod:`tf_nmt.export.ctranslate2` (no TensorFlow).
 It loads the export, translates the texts request by request and prints one JSON line:
@@ -66,14 +66,13 @@ def run(spec: dict) -> dict:
         from tf_nmt.export.ctranslate2 import CTranslate2Translator, translate_sorted
 
         marks["imported"] = _maxrss_kib()
-        engine = CTranslate2Translator(spec["export_dir"], intra_threads=int(spec["intra_threads"]))
+        engine = CTranslate2Translator(spec["export_dir"], **spec.get("ct2", {}))
         marks["loaded"] = _maxrss_kib()
 
         def send(request):
             return list(translate_sorted(engine, request, int(spec["beam"]),
                                          batch_size=len(request)))
-        threads = {"intra_threads": int(spec["intra_threads"]),
-                   "inter_threads": engine.translator.num_translators}
+        threads = engine.settings["threads"]
     else:
         raise ValueError(f"unknown engine {spec['engine']!r}")
     start = time.perf_counter()

@@ -329,3 +329,75 @@ def test_ratio_counts_characters_not_utf8_bytes():
 
     assert Filters(max_ratio=3.0).reject("Save doc", "Сохранить документ") is None
     assert Filters(max_ratio=3.0).reject("OK", "Сохранить") == "ratio"
+
+
+def test_separate_vocab_learns_a_model_per_side_and_encodes_each_side_with_its_own(
+        tmp_path, corpus, capsys):
+    import sentencepiece as spm
+
+    from tf_nmt.data.tokenizer import SubwordTokenizer
+
+    pairs, flags = corpus
+    data = tmp_path / "data"
+    assert prepare(data, *flags, "--dev-size", "20", "--separate-vocab",
+                   "--tgt-vocab-size", "320") == 0
+    prepared = read_prepared(data)
+    vocab = prepared.manifest["vocab"]
+    assert vocab["shared"] is False and not prepared.shared_vocab
+    assert (vocab["src"]["path"], vocab["tgt"]["path"]) == ("vocab/spm-src-300.model",
+                                                            "vocab/spm-tgt-320.model")
+    assert (prepared.source_vocab_size, prepared.vocab_size) == (300, 320)
+    assert prepared.source_vocab_fingerprint == vocab["src"]["fingerprint"]
+    assert prepared.vocab_fingerprint == vocab["tgt"]["fingerprint"] == vocab["fingerprint"]
+    src_tok = SubwordTokenizer.load(data / vocab["src"]["path"])
+    tgt_tok = SubwordTokenizer.load(data / vocab["tgt"]["path"])
+    # each model learned from its own side of the sample only: letters of one language only
+    # (w: new, happy; x: vieux, heureux) are pieces of that side's model alone
+    pieces = {side: set(spm.SentencePieceProcessor(model_file=str(data / vocab[side]["path"]))
+                        .id_to_piece(i) for i in range(tok.vocab_size))
+              for side, tok in (("src", src_tok), ("tgt", tgt_tok))}
+    assert "w" in pieces["src"] and "w" not in pieces["tgt"]
+    assert "x" in pieces["tgt"] and "x" not in pieces["src"]
+    # shard records: sources in the source model's ids, targets in the target model's
+    decoded = shard_pairs(data)
+    texts = list(zip(src_tok.decode([s for s, _ in decoded]),
+                     tgt_tok.decode([t for _, t in decoded])))
+    assert set(texts) | set(read_split(data, "dev")) == set(pairs)
+    assert [list(x) for x in decoded] == [
+        [s, t] for s, t in zip(src_tok.encode([s for s, _ in texts]),
+                               tgt_tok.encode([t for _, t in texts]))]
+    assert "vocabularies: source 300" in capsys.readouterr().out
+    # the vocabulary mode is part of what the data dir holds: the shared corpus is another one
+    err = error_line(prepare(data, *flags, "--dev-size", "20"), capsys)
+    assert "other parameters (vocab)" in err and "--force" in err
+    # a missing source model is a damaged corpus: prepared again, not a cache hit
+    (data / vocab["src"]["path"]).unlink()
+    assert prepare(data, *flags, "--dev-size", "20", "--separate-vocab",
+                   "--tgt-vocab-size", "320") == 0
+    assert "but damaged" in capsys.readouterr().out and (data / vocab["src"]["path"]).is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--src-vocab-size", "400"], "--src-vocab-size would be ignored without --separate-vocab"),
+    (["--src-spm-model", "m"], "--src-spm-model and --tgt-spm-model go together"),
+    (["--spm-model", "m", "--separate-vocab"], "--spm-model is one vocabulary shared by both"),
+    (["--spm-model", "m", "--src-spm-model", "m", "--tgt-spm-model", "n"],
+     "--spm-model is one vocabulary shared by both"),
+    (["--src-spm-model", "m", "--tgt-spm-model", "n", "--tgt-vocab-size", "400"],
+     "--tgt-vocab-size would be ignored with --src-spm-model/--tgt-spm-model"),
+    (["--separate-vocab", "--vocab-size", "500", "--src-vocab-size", "400",
+      "--tgt-vocab-size", "400"], "--vocab-size would be ignored: --src-vocab-size and"),
+    (["--separate-vocab", "--src-vocab-size", "200"], "--src-vocab-size 200: at least 300"),
+])
+def test_separate_vocab_flags_that_do_not_fit_are_one_usage_line(argv, message, tmp_path, capsys,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = error_line(main(["prepare-data", "--data-dir", str(tmp_path / "d"), "--train-tsv",
+                           "a.tsv", "--src-lang", "en", "--tgt-lang", "fr", *argv]), capsys)
+    assert message in err and not (tmp_path / "d").exists()
+
+
+def test_separate_vocab_flags_are_refused_for_the_builtin_corpus(tmp_path, capsys):
+    err = error_line(main(["prepare-data", "--data-dir", str(tmp_path / "d"), "--separate-vocab"]),
+                     capsys)
+    assert "--separate-vocab would be ignored: own-corpus flags need" in err

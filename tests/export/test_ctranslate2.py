@@ -10,6 +10,7 @@ pytestmark = pytest.mark.slow  # trains tiny models first
 from tests.helpers import ADJECTIVES, NOUNS, toy_pairs, write_toy_data_dir  # noqa: E402
 from tests.training.test_trainer import tiny_config  # noqa: E402
 from tf_nmt.cli import main  # noqa: E402
+from tf_nmt.errors import UserError  # noqa: E402
 from tf_nmt.compat import tf  # noqa: E402
 from tf_nmt.evaluation.translate import padded_source  # noqa: E402
 from tf_nmt.export import ctranslate2 as ct2_export  # noqa: E402
@@ -112,6 +113,44 @@ def test_int8_runs(trained_run, tmp_path):
     assert len(out) == 8 and all(isinstance(t, str) for t in out) and any(out)
 
 
+def test_parallel_translators_and_vocabulary_map(trained_run, tmp_path):
+    """Two translators dealing each batch between them give one translator's translations, in
+    order; the export's vocabulary map (from the training pairs) is recorded and used by
+    default, and a crippled map changes the translations, so it is really applied."""
+    from tf_nmt.export.ct2_vmap import build_vmap, training_pairs
+
+    model, tokenizer, cfg = load_trained_model(trained_run)
+    tokens = ct2_export.vocabulary_tokens(tokenizer.model_proto)
+    texts = sentences()
+    export_dir = export_ctranslate2(
+        model, tokenizer, cfg, tmp_path / "ct2",
+        vmap=build_vmap(training_pairs(cfg.data.data_dir, tokenizer), tokens, [0, 1, 2, 3]))
+    one = CTranslate2Translator(export_dir, intra_threads=1, inter_threads=1, use_vmap=False)
+    two = CTranslate2Translator(export_dir, intra_threads=1, inter_threads=2, use_vmap=False)
+    assert two.settings["threads"]["inter_threads"] == 2 and "vocabulary map off" in two.describe()
+    expected = one.translate(texts, beam_size=1, batch_size=16)
+    # smaller batches may sum in another order: allow a rare near-tie to flip
+    assert any(expected) and agreement(two.translate(texts, beam_size=1, batch_size=16),
+                                       expected) >= 0.98
+    assert agreement(two.translate(texts[:8], beam_size=2, batch_size=8),
+                     one.translate(texts[:8], beam_size=2, batch_size=8)) >= 0.87
+
+    mapped = CTranslate2Translator(export_dir)
+    meta = json.loads((export_dir / "tf_nmt_export.json").read_text())
+    assert mapped.use_vmap and meta["vocabulary_map"]["pairs"] == 240
+    assert agreement(mapped.translate(texts, beam_size=1, batch_size=16), expected) >= 0.95
+    crippled = export_ctranslate2(model, tokenizer, cfg, tmp_path / "crippled",
+                                  vmap=(f"\t{tokens[10]}\n", {"pairs": 0}))  # one candidate
+    assert agreement(CTranslate2Translator(crippled).translate(texts, beam_size=1),
+                     expected) < 0.5
+    assert CTranslate2Translator(crippled, use_vmap=False).translate(
+        texts, beam_size=1, batch_size=16) == expected
+    plain = export_ctranslate2(model, tokenizer, cfg, tmp_path / "plain")
+    assert not CTranslate2Translator(plain).use_vmap
+    with pytest.raises(UserError, match="has no vocabulary map"):
+        CTranslate2Translator(plain, use_vmap=True)
+
+
 def test_export_refuses_an_existing_directory_and_gnmt(trained_run, tmp_path):
     model, tokenizer, cfg = load_trained_model(trained_run)
     target = tmp_path / "ct2"
@@ -140,9 +179,22 @@ def test_cli_export_and_translate(trained_run, tmp_path, capsys):
     out = tmp_path / "out.txt"
     assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
                  str(out), "--beam-size", "1", "--batch-size", "2"]) == 0
-    assert "sentences/s" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "sentences/s" in err and "ctranslate2: float32 on cpu" in err
+    assert "vocabulary map on" in err  # exported with one (the default)
     expected = CTranslate2Translator(export_dir).translate(texts, beam_size=1, batch_size=2)
     assert out.read_text(encoding="utf-8").splitlines() == expected
+    assert (export_dir / "vmap.txt").is_file()
+    assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
+                 str(out), "--beam-size", "1", "--no-vmap"]) == 0
+    assert "vocabulary map off" in capsys.readouterr().err
+    plain = tmp_path / "ct2-plain"
+    assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
+                 "--export-dir", str(plain), "--no-vmap"]) == 0
+    assert not (plain / "vmap.txt").is_file()
+    assert main(["translate", "--export-dir", str(plain), "--input", str(src), "--output",
+                 str(out), "--vmap"]) == 2
+    assert "has no vocabulary map" in capsys.readouterr().err
 
 
 def test_cli_refusals(tmp_path, capsys):
@@ -156,7 +208,12 @@ def test_cli_refusals(tmp_path, capsys):
     assert "--chunk-size" in error(base_args + ["--format", "ctranslate2", "--chunk-size", "4"])
     assert "--bits" in error(base_args + ["--format", "ctranslate2", "--bits", "4"])
     assert "--quantization" in error(base_args + ["--quantization", "int8"])
+    assert "--vmap" in error(base_args + ["--vmap"])  # a SavedModel has no vocabulary map
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine\nalso fine\nbroken \xff here\n")
     line = error(["translate", "--export-dir", str(tmp_path), "--input", str(bad)])
     assert "line 3" in line and "UTF-8" in line
+    good = tmp_path / "good.txt"
+    good.write_text("fine\n", encoding="utf-8")
+    line = error(["translate", "--export-dir", str(tmp_path), "--input", str(good), "--no-vmap"])
+    assert "--vmap/--no-vmap would be ignored" in line

@@ -9,7 +9,7 @@ def test_defaults_build_each_kind():
     gnmt = build_model("gnmt", 50, units=8, num_layers=2)
     assert isinstance(gnmt, GNMT) and gnmt.vocab_size == 50
     assert gnmt.get_config() == {**MODEL_DEFAULTS["gnmt"], "vocab_size": 50, "units": 8, "num_layers": 2,
-                                 "activation_quantization": None}
+                                 "source_vocab_size": None, "activation_quantization": None}
     assert GNMT.from_config(gnmt.get_config()).get_config() == gnmt.get_config()
 
 

@@ -113,3 +113,21 @@ def test_mismatched_model_is_refused(good_file):
     other.build([None, 9])
     with pytest.raises(ValueError, match="2 variables"):
         assign_entries(other, packed.entries, packed.policy)
+
+
+def test_a_separate_source_vocabulary_round_trips_and_a_shared_file_has_none(tmp_path):
+    from tf_nmt.quantization.packed_file import decode_packed, encode_packed
+
+    policy = QuantPolicy(bits=4, kind="log", scale="max")
+    entries = quantize_model(model(), policy)
+    shared = PackedModel(policy, entries, {}, b"target-vocab")
+    assert b"source_vocab" not in encode_packed(shared)  # files of shared runs are unchanged
+    assert decode_packed(encode_packed(shared)).source_vocab_proto == b""
+    separate = PackedModel(policy, entries, {}, b"target-vocab", source_vocab_proto=b"src-vocab")
+    write_packed(tmp_path / "s.tfq", separate)
+    back = read_packed(tmp_path / "s.tfq")
+    assert (back.vocab_proto, back.source_vocab_proto) == (b"target-vocab", b"src-vocab")
+    data = bytearray((tmp_path / "s.tfq").read_bytes())
+    data[-1] ^= 0xFF  # the source vocabulary is the payload's last chunk
+    with pytest.raises(PackedFileError, match="checksum mismatch in source vocabulary"):
+        decode_packed(bytes(data))

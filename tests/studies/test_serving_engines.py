@@ -2,6 +2,7 @@
 (SavedModel, CTranslate2 float32 and int8 exported from one checkpoint, timed, scored, weighed
 in fresh processes), the JSON's structure, CTranslate2 float32 greedy = the SavedModel's greedy,
 and the targets' verdicts."""
+import argparse
 import json
 
 import pytest
@@ -35,6 +36,17 @@ def test_rotation_and_targets():
     assert got["ct2-int8"]["passed"] is True
     other_cell = [row(e, 5.0, batch=4) for e in engines.ENGINES]
     assert all(t["passed"] is None for t in engines.check_targets(other_cell, scores))
+
+
+def test_ct2_flags_reach_the_translators():
+    """Only the levers asked for are passed on (the rest stay the translator's defaults)."""
+    args = argparse.Namespace(ct2_threads=0, ct2_inter_threads=2, ct2_mkl="off",
+                              ct2_isa="AVX2", vmap=False)
+    assert engines.ct2_options(args) == {"inter_threads": 2, "use_mkl": False,
+                                         "cpu_isa": "AVX2", "use_vmap": False}
+    args = argparse.Namespace(ct2_threads=1, ct2_inter_threads=0, ct2_mkl="auto",
+                              ct2_isa="auto", vmap=None)
+    assert engines.ct2_options(args) == {"intra_threads": 1}
 
 
 def test_tiny_output_is_never_the_results_file():
@@ -72,9 +84,12 @@ def test_tiny_end_to_end(tmp_path, capsys):
     assert sum("--format ctranslate2" in c for c in commands) == 2
     assert any("--quantization int8" in c for c in commands)
     info = report["engine_info"]
-    for engine in ("ct2-float32", "ct2-int8"):
-        assert info[engine]["threads"] == {"intra_threads": engines.usable_cores(),
-                                           "inter_threads": 1}
+    for engine in ("ct2-float32", "ct2-int8"):  # the translator's defaults, recorded
+        threads = info[engine]["threads"]
+        assert threads["intra_threads"] * threads["inter_threads"] == engines.usable_cores()
+        assert threads["source"].startswith("default") and info[engine]["asked"] == {}
+        assert {"CT2_USE_MKL", "CT2_FORCE_CPU_ISA"} <= set(info[engine]["backend"])
+        assert info[engine]["vocabulary_map"] is True  # the export's default map, used
     assert set(info["savedmodel"]["threads"]) >= {"intra_op", "inter_op"}
 
     rows = report["rows"]

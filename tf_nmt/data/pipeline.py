@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from tf_nmt.compat import tf
 from tf_nmt.config import ConfigError, DataConfig
-from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SubwordTokenizer
+from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, Vocabularies
 from tf_nmt.data.weighting import check_oversample
 
 
@@ -28,17 +28,19 @@ class EncodedCorpus:
         return int(self.source.nrows())
 
 
-def encode_corpus(pairs: Sequence[Tuple[str, str]], tokenizer: SubwordTokenizer,
+def encode_corpus(pairs: Sequence[Tuple[str, str]], tokenizer: Tokenizers,
                   chunk: int = 8192) -> EncodedCorpus:
-    """Tokenise all (source, target) pairs once, in chunks to bound memory."""
+    """Tokenise all (source, target) pairs once, in chunks to bound memory (each side with its
+    own model when ``tokenizer`` is a separate :class:`Vocabularies`)."""
+    vocab = Vocabularies.of(tokenizer)
     if not pairs:
         raise ValueError("cannot build a dataset from an empty corpus")
     src_parts: List[tf.RaggedTensor] = []
     tgt_parts: List[tf.RaggedTensor] = []
     for start in range(0, len(pairs), chunk):
         block = pairs[start:start + chunk]
-        src_parts.append(tokenizer.tokenize(tf.constant([s for s, _ in block])))
-        tgt_parts.append(tokenizer.tokenize(tf.constant([t for _, t in block])))
+        src_parts.append(vocab.source.tokenize(tf.constant([s for s, _ in block])))
+        tgt_parts.append(vocab.target.tokenize(tf.constant([t for _, t in block])))
     return EncodedCorpus(tf.concat(src_parts, axis=0), tf.concat(tgt_parts, axis=0))
 
 

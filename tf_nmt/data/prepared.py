@@ -13,11 +13,17 @@ Layout of an own corpus::
 
     DATA_DIR/corpus/manifest.json            this module's MANIFEST_FORMAT
     DATA_DIR/corpus/{dev,test}.{src,tgt}     cleaned text (test only when given or carved)
-    DATA_DIR/vocab/spm-<size>.model          the shared vocabulary
+    DATA_DIR/vocab/spm-<size>.model          the shared vocabulary, or (--separate-vocab)
+    DATA_DIR/vocab/spm-{src,tgt}-<size>.model    the source's and the target's
     DATA_DIR/shards/train-00000-of-00064.tfrecord ...
 
 A shard is a TFRecord file; each record is one pair, the raw little-endian int32 array
-``[n_src, src ids..., tgt ids...]`` (no bos/eos), see :func:`encode_record`.
+``[n_src, src ids..., tgt ids...]`` (no bos/eos), see :func:`encode_record`; with separate
+vocabularies the source ids are the source model's, the target ids the target model's.
+
+The manifest's ``vocab`` keeps ``path``/``size``/``fingerprint`` of the target (= shared)
+model; ``shared: false`` adds ``src`` and ``tgt`` entries (each ``path``, ``size``,
+``fingerprint``, ``type``, ``origin``); a manifest without ``shared`` is a shared one.
 """
 from __future__ import annotations
 
@@ -59,8 +65,10 @@ class PreparedData:
     name: str                      # BUILTIN_NAME, or "own" for a user's corpus
     src_lang: str
     tgt_lang: str
-    vocab_size: Optional[int] = None          # own corpus: fixed at prepare time
+    vocab_size: Optional[int] = None          # own corpus: fixed at prepare time (the target's)
     vocab_fingerprint: Optional[str] = None
+    source_vocab_size: Optional[int] = None   # separate vocabularies only (None: shared)
+    source_vocab_fingerprint: Optional[str] = None
     splits: Dict[str, Dict[str, Any]] = field(default_factory=dict)   # split -> {"pairs", "origin"}
     shards: List[ShardInfo] = field(default_factory=list)
     manifest: Dict[str, Any] = field(default_factory=dict)
@@ -68,6 +76,11 @@ class PreparedData:
     @property
     def own(self) -> bool:
         return self.name != BUILTIN_NAME
+
+    @property
+    def shared_vocab(self) -> bool:
+        """True unless the corpus was prepared with separate source/target vocabularies."""
+        return self.source_vocab_fingerprint is None
 
     @property
     def languages(self) -> Tuple[str, str]:
@@ -130,10 +143,12 @@ def read_prepared(data_dir: Path) -> PreparedData:
         raise DataError(f"{path}: format {manifest.get('format')!r}, this tf-nmt reads "
                         f"{MANIFEST_FORMAT!r}; re-run prepare-data --force")
     vocab = manifest.get("vocab", {})
+    source = {} if vocab.get("shared", True) else vocab.get("src", {})
     return PreparedData(
         root=data_dir, name=manifest.get("name", "own"), src_lang=manifest["src_lang"],
         tgt_lang=manifest["tgt_lang"], vocab_size=vocab.get("size"),
-        vocab_fingerprint=vocab.get("fingerprint"), splits=manifest.get("splits", {}),
+        vocab_fingerprint=vocab.get("fingerprint"), source_vocab_size=source.get("size"),
+        source_vocab_fingerprint=source.get("fingerprint"), splits=manifest.get("splits", {}),
         shards=[ShardInfo(**s) for s in manifest.get("shards", {}).get("files", [])],
         manifest=manifest)
 

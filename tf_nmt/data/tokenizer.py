@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
 
 import tensorflow_text as tf_text
 
@@ -56,13 +57,22 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int, model_type: str =
     return proto.getvalue()
 
 
+SOURCE_TOKENIZER = "source_tokenizer"  # the name of a separate source vocabulary's tokenizer
+
+
 class SubwordTokenizer(tf.Module):
-    """In-graph tokenizer/detokenizer around a SentencePiece model proto (tensorflow-text)."""
+    """In-graph tokenizer/detokenizer around a SentencePiece model proto (tensorflow-text).
+
+    A ``name`` other than the default also names the SentencePiece resource's op: a SavedModel
+    holding two tokenizers (separate vocabularies, the source one named
+    :data:`SOURCE_TOKENIZER`) needs them to differ, or the loaded ones share one model."""
 
     def __init__(self, model_proto: bytes, name: str = "subword_tokenizer") -> None:
         super().__init__(name=name)
         self.model_proto = model_proto
-        self._sp = tf_text.SentencepieceTokenizer(model=model_proto, add_bos=False, add_eos=False)
+        self._sp = tf_text.SentencepieceTokenizer(
+            model=model_proto, add_bos=False, add_eos=False,
+            name=None if name == "subword_tokenizer" else name)
         self.vocab_size = int(self._sp.vocab_size().numpy())
 
     @property
@@ -71,11 +81,11 @@ class SubwordTokenizer(tf.Module):
         return hashlib.sha256(self.model_proto).hexdigest()[:16]
 
     @classmethod
-    def load(cls, path: Union[str, Path]) -> "SubwordTokenizer":
+    def load(cls, path: Union[str, Path], name: str = "subword_tokenizer") -> "SubwordTokenizer":
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"vocabulary model not found: {path} (run `tf-nmt prepare-data`)")
-        return cls(path.read_bytes())
+        return cls(path.read_bytes(), name)
 
     def save(self, path: Union[str, Path]) -> None:
         """Write the model proto atomically."""
@@ -103,3 +113,59 @@ class SubwordTokenizer(tf.Module):
         dense = tf.ragged.constant([list(x) for x in ids], dtype=tf.int32).to_tensor()
         return [s.decode("utf-8") for s in self.detokenize(dense).numpy()]
 
+
+@dataclass(frozen=True, eq=False)
+class Vocabularies:
+    """The (source, target) tokenizers of a corpus or a run; ``shared`` when one model serves
+    both sides (the default, and every run before separate vocabularies existed).
+
+    Where translation code took one tokenizer it takes either this or a
+    :class:`SubwordTokenizer` (:meth:`of`): ``tokenize``/``encode`` read source text with the
+    source model, ``detokenize``/``decode`` write target text with the target model."""
+
+    source: SubwordTokenizer
+    target: SubwordTokenizer
+
+    def __post_init__(self) -> None:
+        if not self.shared and self.source.name == self.target.name:
+            raise ValueError(f"separate tokenizers need distinct names (both {self.source.name!r}; "
+                             f"name the source one {SOURCE_TOKENIZER!r}): an export holding both "
+                             "would load them as one")
+
+    @classmethod
+    def of(cls, value: Union[SubwordTokenizer, "Vocabularies"]) -> "Vocabularies":
+        """``value`` itself, or a lone tokenizer as a shared pair."""
+        return value if isinstance(value, Vocabularies) else cls(value, value)
+
+    @property
+    def shared(self) -> bool:
+        return self.source is self.target
+
+    @property
+    def source_vocab_size(self) -> Optional[int]:
+        """The source vocabulary's size, None when shared (what the models' hparam expects)."""
+        return None if self.shared else self.source.vocab_size
+
+    @property
+    def source_fingerprint(self) -> Optional[str]:
+        """The source vocabulary's fingerprint, None when shared."""
+        return None if self.shared else self.source.fingerprint
+
+    def as_tokenizer(self) -> Union[SubwordTokenizer, "Vocabularies"]:
+        """The shared tokenizer itself, else this pair (what translation code is handed)."""
+        return self.target if self.shared else self
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        return self.source.tokenize(texts)
+
+    def encode(self, texts: Sequence[str]) -> List[List[int]]:
+        return self.source.encode(texts)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        return self.target.detokenize(ids)
+
+    def decode(self, ids: Sequence[Sequence[int]]) -> List[str]:
+        return self.target.decode(ids)
+
+
+Tokenizers = Union[SubwordTokenizer, Vocabularies]

@@ -1,4 +1,5 @@
-"""Where the shared vocabulary lives for a prepared corpus, and how it is built once."""
+"""Where the vocabulary lives for a prepared corpus (shared, or an own corpus's separate
+source and target ones), and how the built-in corpus's is built once."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +8,8 @@ from typing import Callable, List, Optional, Tuple
 from tf_nmt.config import ConfigError
 from tf_nmt.data.corpus import read_parallel
 from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
-from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
+from tf_nmt.data.tokenizer import (SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers,
+                                   Vocabularies, train_sentencepiece)
 from tf_nmt.utils.io import write_bytes_atomic
 
 SPLITS = ("train", "dev", "test")
@@ -39,24 +41,37 @@ def load_split(data_dir: Path, split: str) -> List[Tuple[str, str]]:
     return read_parallel(src, tgt)
 
 
-def prepared_vocab(prepared: PreparedData, vocab_size: Optional[int] = None) -> SubwordTokenizer:
-    """An own corpus's vocabulary, as its manifest records it. ``vocab_size``: the size the
-    configuration asks for (None: not given, the manifest's); another size is a ConfigError
-    naming both, a missing or changed model file a :class:`DataError`."""
+def prepared_vocab(prepared: PreparedData, vocab_size: Optional[int] = None) -> Tokenizers:
+    """An own corpus's vocabulary, as its manifest records it: the shared tokenizer, or the
+    :class:`Vocabularies` of a corpus prepared with separate ones. ``vocab_size``: the size the
+    configuration asks for (None: not given, the manifest's; the target's when separate);
+    another size is a ConfigError naming both, a missing or changed model file a
+    :class:`DataError`."""
     if vocab_size is not None and vocab_size != prepared.vocab_size:
         raise ConfigError(f"data.vocab_size={vocab_size}, but the corpus in {prepared.root} was "
-                          f"prepared with a {prepared.vocab_size}-piece vocabulary: unset "
+                          f"prepared with a {prepared.vocab_size}-piece "
+                          f"{'' if prepared.shared_vocab else 'target '}vocabulary: unset "
                           f"data.vocab_size (or set it to {prepared.vocab_size}), or re-run "
                           "prepare-data with --vocab-size")
-    path = prepared.root / prepared.manifest.get("vocab", {}).get(
-        "path", f"vocab/spm-{prepared.vocab_size}.model")
+    vocab = prepared.manifest.get("vocab", {})
+    target = _load_checked(prepared.root / vocab.get(
+        "path", f"vocab/spm-{prepared.vocab_size}.model"), prepared.vocab_fingerprint)
+    if prepared.shared_vocab:
+        return target
+    source = _load_checked(prepared.root / vocab.get("src", {}).get("path", ""),
+                           prepared.source_vocab_fingerprint, SOURCE_TOKENIZER)
+    return Vocabularies(source, target)
+
+
+def _load_checked(path: Path, fingerprint: Optional[str],
+                  name: str = "subword_tokenizer") -> SubwordTokenizer:
     if not path.is_file():
         raise DataError(f"{path}: vocabulary missing (the manifest names it); re-run "
                         "`tf-nmt prepare-data ... --force`")
-    tokenizer = SubwordTokenizer.load(path)
-    if prepared.vocab_fingerprint and tokenizer.fingerprint != prepared.vocab_fingerprint:
+    tokenizer = SubwordTokenizer.load(path, name)
+    if fingerprint and tokenizer.fingerprint != fingerprint:
         raise DataError(f"{path}: vocabulary {tokenizer.fingerprint}, but the shards were encoded "
-                        f"with {prepared.vocab_fingerprint}; re-run `tf-nmt prepare-data ... --force`")
+                        f"with {fingerprint}; re-run `tf-nmt prepare-data ... --force`")
     return tokenizer
 
 

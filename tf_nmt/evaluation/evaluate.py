@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
 from tf_nmt.data.vocabulary import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf, tokenizer_for
 from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
@@ -65,15 +65,25 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}
 
 
-def check_data_matches_run(prepared: PreparedData, run: RunDir, tokenizer: SubwordTokenizer) -> None:
+def check_data_matches_run(prepared: PreparedData, run: RunDir, tokenizer: Tokenizers) -> None:
     """DataError when ``prepared`` holds another language pair than the run was trained on, or
-    (an own corpus) another vocabulary than the run's."""
+    (an own corpus) other vocabularies than the run's (``tokenizer``: the shared one, or the
+    run's separate :class:`Vocabularies`), or the other vocabulary mode (shared or separate)."""
     trained = run.languages()
     if prepared.languages != trained:
         raise DataError(f"{prepared.root} holds {'-'.join(prepared.languages)} but the run "
                         f"{run.root} was trained on {'-'.join(trained)}: evaluate it on its "
                         "own data dir (--data-dir)")
-    if prepared.vocab_fingerprint and prepared.vocab_fingerprint != tokenizer.fingerprint:
-        raise DataError(f"{prepared.root} was prepared with vocabulary {prepared.vocab_fingerprint} "
-                        f"but the run {run.root} uses {tokenizer.fingerprint}: evaluate it on "
-                        "the data dir it was trained on (--data-dir)")
+    vocab = Vocabularies.of(tokenizer)
+    mode = {True: "one shared vocabulary", False: "separate vocabularies"}
+    if prepared.own and prepared.shared_vocab != vocab.shared:
+        raise DataError(f"{prepared.root} was prepared with {mode[prepared.shared_vocab]} but "
+                        f"the run {run.root} uses {mode[vocab.shared]}: evaluate it on the data "
+                        "dir it was trained on (--data-dir)")
+    for what, recorded, used in (
+            ("vocabulary", prepared.vocab_fingerprint, vocab.target.fingerprint),
+            ("source vocabulary", prepared.source_vocab_fingerprint, vocab.source_fingerprint)):
+        if recorded and recorded != used:
+            raise DataError(f"{prepared.root} was prepared with {what} {recorded} but the run "
+                            f"{run.root} uses {used}: evaluate it on the data dir it was "
+                            "trained on (--data-dir)")

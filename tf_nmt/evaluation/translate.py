@@ -1,4 +1,6 @@
-"""Translation of raw strings, in-graph: tokenize → beam search → detokenize.
+"""Translation of raw strings, in-graph: tokenize → beam search → detokenize. ``tokenizer`` is a
+shared :class:`~tf_nmt.data.tokenizer.SubwordTokenizer` or separate
+:class:`~tf_nmt.data.tokenizer.Vocabularies` (the source model tokenizes, the target's detokenizes).
 
 The same graph function is used for evaluation and inside the exported SavedModel, so the BLEU
 reported by ``tf-nmt evaluate`` is the BLEU of what is served.
@@ -17,11 +19,11 @@ from typing import List, Sequence
 import numpy as np
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.data.tokenizer import EOS_ID, PAD_ID, SubwordTokenizer
+from tf_nmt.data.tokenizer import EOS_ID, PAD_ID, Tokenizers
 from tf_nmt.models.decoding import beam_search
 
 
-def source_ids(tokenizer: SubwordTokenizer, texts: tf.Tensor, max_source_length: int) -> tf.Tensor:
+def source_ids(tokenizer: Tokenizers, texts: tf.Tensor, max_source_length: int) -> tf.Tensor:
     """Strings [B] -> padded source ids [B, S] ending in eos, truncated to ``max_source_length``."""
     return padded_source(tokenizer.tokenize(texts), max_source_length)
 
@@ -39,7 +41,7 @@ def check_chunk_size(chunk_size: int) -> None:
         raise ValueError(f"chunk_size must be >= 0 (0: the whole batch at once), got {chunk_size}")
 
 
-def translate_graph(model: keras.Model, tokenizer: SubwordTokenizer, texts: tf.Tensor,
+def translate_graph(model: keras.Model, tokenizer: Tokenizers, texts: tf.Tensor,
                     beam_size: int = 4, length_penalty: float = 0.6, max_source_length: int = 256,
                     chunk_size: int = 0) -> tf.Tensor:
     """Strings [B] -> translations [B], built into the calling ``tf.function``'s graph
@@ -75,7 +77,7 @@ def _concat(out: tf.TensorArray, chunks: tf.Tensor) -> tf.Tensor:
     return tf.cond(chunks > 0, out.concat, lambda: tf.zeros([0], tf.string))
 
 
-def make_translate_fn(model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int = 4,
+def make_translate_fn(model: keras.Model, tokenizer: Tokenizers, beam_size: int = 4,
                       length_penalty: float = 0.6, max_source_length: int = 256,
                       chunk_size: int = 0):
     """A ``tf.function`` mapping a batch of raw English strings to German strings
@@ -90,7 +92,7 @@ def make_translate_fn(model: keras.Model, tokenizer: SubwordTokenizer, beam_size
     return translate
 
 
-def translate_texts(translate_fn, tokenizer: SubwordTokenizer, texts: Sequence[str],
+def translate_texts(translate_fn, tokenizer: Tokenizers, texts: Sequence[str],
                     batch_size: int = 64) -> List[str]:
     """Translate a list of strings in length-sorted batches (less padding) and restore order."""
     if not texts:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
 from tf_nmt.evaluation.translate import make_translate_fn
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.models.activation_quant import use_engine
@@ -44,16 +44,16 @@ def language_pair_function(languages: Sequence[str]):
 
 
 class Translator(tf.Module):
-    """The exported object: model + tokenizer + a string-to-string ``translate`` function."""
+    """The exported object: model + tokenizer(s) + a string-to-string ``translate`` function."""
 
-    def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, beam_size: int,
+    def __init__(self, model: keras.Model, tokenizer: Tokenizers, beam_size: int,
                  length_penalty: float, max_source_length: int = 256,
                  chunk_size: int = SERVING_CHUNK_SIZE,
                  languages: Sequence[str] = BUILTIN_LANGUAGES) -> None:
         super().__init__(name="translator")
         self.model = model
         self.languages = language_pair_function(languages)
-        self.tokenizer = tokenizer
+        attach_tokenizers(self, tokenizer)
         self.beam_size = tf.constant(beam_size)
         self.chunk_size = tf.constant(chunk_size)
         translate = make_translate_fn(model, tokenizer, beam_size, length_penalty, max_source_length,
@@ -64,6 +64,16 @@ class Translator(tf.Module):
             return {"translations": translate(texts)}
 
         self.serve = serve
+
+
+def attach_tokenizers(module: tf.Module, tokenizer: Tokenizers) -> None:
+    """Keep the tokenizer(s) on the exported ``module`` (their models become part of the
+    SavedModel): ``tokenizer`` (the target's, or the shared one) and, with separate
+    vocabularies, ``source_tokenizer``."""
+    vocab = Vocabularies.of(tokenizer)
+    module.tokenizer = vocab.target
+    if not vocab.shared:
+        module.source_tokenizer = vocab.source
 
 
 def directory_bytes(path: Path) -> int:
@@ -89,7 +99,7 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
     return export_dir
 
 
-def export_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, export_dir: Path,
+def export_saved_model(model: keras.Model, tokenizer: Tokenizers, export_dir: Path,
                        beam_size: int = 4, length_penalty: float = 0.6,
                        overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
                        languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:

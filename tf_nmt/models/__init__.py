@@ -32,16 +32,18 @@ def resolved_hparams(kind: str, hparams: Dict[str, Any]) -> Dict[str, Any]:
 
 def build_model(kind: str, vocab_size: int,
                 activation_quantization: Optional[ActivationQuantization] = None,
-                **hparams: Any) -> keras.Model:
+                source_vocab_size: Optional[int] = None, **hparams: Any) -> keras.Model:
     """A new model of ``kind`` ("transformer" or "gnmt"); unset hparams take ``MODEL_DEFAULTS``;
-    ``activation_quantization`` log-quantises its matmul inputs (None: off).
+    ``activation_quantization`` log-quantises its matmul inputs (None: off);
+    ``source_vocab_size``: separate vocabularies (the source's size; None: shared).
 
     Raises ConfigError for an unknown kind or hyper-parameter, or a value the model rejects.
     """
     resolved = resolved_hparams(kind, hparams)
     try:
         return MODEL_CLASSES[kind](vocab_size, **resolved,
-                                   activation_quantization=activation_quantization)
+                                   activation_quantization=activation_quantization,
+                                   source_vocab_size=source_vocab_size)
     except ValueError as err:  # the layers' own checks of hyper-parameter values
         raise ConfigError(f"model ({kind}): {err}") from err
 

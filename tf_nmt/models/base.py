@@ -39,17 +39,21 @@ class Seq2SeqModel(keras.Model):
     beam_invariant_keys: Tuple[str, ...] = ()
 
     def __init__(self, vocab_size: int, name: str, hparams: Dict[str, Any],
-                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
+                 activation_quantization: Optional[ActivationQuantization] = None,
+                 source_vocab_size: Optional[int] = None) -> None:
         super().__init__(name=name)
         self.activation_quantization = ActivationQuantization.coerce(activation_quantization)
-        if vocab_size < 4:
-            raise ValueError(f"vocab_size must be >= 4 (pad, unk, bos, eos), got {vocab_size}")
+        for what, size in (("vocab_size", vocab_size), ("source_vocab_size", source_vocab_size)):
+            if size is not None and size < 4:
+                raise ValueError(f"{what} must be >= 4 (pad, unk, bos, eos), got {size}")
         self.vocab_size = int(vocab_size)
+        # None: the source shares the target's embedding; set: a source table of its own
+        self.source_vocab_size = None if source_vocab_size is None else int(source_vocab_size)
         self._hparams = dict(hparams)
 
     def get_config(self) -> Dict[str, Any]:
-        return {"vocab_size": self.vocab_size, **self._hparams,
-                "activation_quantization": aq_config(self.activation_quantization)}
+        return {"vocab_size": self.vocab_size, "source_vocab_size": self.source_vocab_size,
+                **self._hparams, "activation_quantization": aq_config(self.activation_quantization)}
 
     @classmethod
     def from_config(cls, config: Dict[str, Any], custom_objects=None):

@@ -21,6 +21,8 @@ class SharedEmbedding(keras.layers.Layer):
     embeddings are multiplied by sqrt(dim) (Transformer convention; E is initialised with std
     dim^-0.5 so embedded vectors have unit scale while logits stay O(1)).
     With ``activation_quantization`` the input of ``project`` is log-quantised (fixed scale).
+    A separate-vocabulary model's source table is one of these used for lookups only
+    (``output_bias=False``, ``project`` never called).
     ``project`` returns float32 logits, except in a layer built for the fused loss kernel
     (:func:`tf_nmt.models.kernels.use_kernels` with ``loss="fused"``, as the trainer builds its
     model): that kernel reads mixed precision's bfloat16 logits itself, so the [..., V] casts to

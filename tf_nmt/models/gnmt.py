@@ -14,7 +14,7 @@ Python step loop); ``decode_step`` runs the same cells (same weights, same gate 
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.models.activation_quant import ActivationQuantization, QuantDense, lstm_layer
@@ -38,11 +38,12 @@ class GNMT(Seq2SeqModel):
                  num_decoder_layers: Optional[int] = None, units: int = 256,
                  embedding_dim: Optional[int] = None, attention: str = "luong",
                  dropout: float = 0.1, output_bias: bool = True, name: str = "gnmt",
-                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
+                 activation_quantization: Optional[ActivationQuantization] = None,
+                 source_vocab_size: Optional[int] = None) -> None:
         hparams = dict(num_layers=num_layers, num_encoder_layers=num_encoder_layers,
                        num_decoder_layers=num_decoder_layers, units=units, embedding_dim=embedding_dim,
                        attention=attention, dropout=dropout, output_bias=output_bias)
-        super().__init__(vocab_size, name, hparams, activation_quantization)
+        super().__init__(vocab_size, name, hparams, activation_quantization, source_vocab_size)
         aq = self.activation_quantization
         n_enc = num_encoder_layers or num_layers
         n_dec = num_decoder_layers or num_layers
@@ -51,6 +52,12 @@ class GNMT(Seq2SeqModel):
         self.embedding = SharedEmbedding(vocab_size, self.embedding_dim, output_bias=output_bias,
                                          activation_quantization=aq, name="shared_embedding")
         self.embedding.build(None)
+        # separate vocabularies: the encoder looks up a table of its own
+        self.source_embedding = None
+        if source_vocab_size is not None:
+            self.source_embedding = SharedEmbedding(source_vocab_size, self.embedding_dim,
+                                                    output_bias=False, name="source_embedding")
+            self.source_embedding.build(None)
 
         def lstm(name: str) -> keras.layers.Layer:
             return lstm_layer(units, aq, name)
@@ -71,7 +78,8 @@ class GNMT(Seq2SeqModel):
         """``{"memory": [B,S,m], "source_mask": [B,S]}``; m = units, or 2*units with one layer."""
         mask = padding_mask(source)
         lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int32)
-        x = self._drop(self.embedding(source), training)
+        table = self.source_embedding if self.source_embedding is not None else self.embedding
+        x = self._drop(table(source), training)
         forward = self.encoder_forward(x, training=training)
         backward = tf.reverse_sequence(
             self.encoder_backward(tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0),

@@ -1,4 +1,6 @@
-"""Transformer encoder-decoder (Vaswani et al. 2017) with tied shared embeddings.
+"""Transformer encoder-decoder (Vaswani et al. 2017) with tied shared embeddings (with
+``source_vocab_size``, separate vocabularies: the encoder gets a source table of its own, the
+target embedding stays tied to the output projection).
 
 Decoding is incremental: ``initial_decoder_state`` projects the encoder output to per-layer
 cross-attention keys/values once, and each ``decode_step`` appends one position to a per-layer
@@ -32,12 +34,13 @@ class Transformer(Seq2SeqModel):
                  ff_dim: int = 1024, dropout: float = 0.1, attention_dropout: float = 0.0,
                  norm: str = "pre", output_bias: bool = True, tie_embeddings: bool = True,
                  name: str = "transformer",
-                 activation_quantization: Optional[ActivationQuantization] = None) -> None:
+                 activation_quantization: Optional[ActivationQuantization] = None,
+                 source_vocab_size: Optional[int] = None) -> None:
         hparams = dict(num_layers=num_layers, num_encoder_layers=num_encoder_layers,
                        num_decoder_layers=num_decoder_layers, d_model=d_model, num_heads=num_heads,
                        ff_dim=ff_dim, dropout=dropout, attention_dropout=attention_dropout,
                        norm=norm, output_bias=output_bias, tie_embeddings=tie_embeddings)
-        super().__init__(vocab_size, name, hparams, activation_quantization)
+        super().__init__(vocab_size, name, hparams, activation_quantization, source_vocab_size)
         aq = self.activation_quantization
         n_enc = num_encoder_layers or num_layers
         n_dec = num_decoder_layers or num_layers
@@ -46,6 +49,12 @@ class Transformer(Seq2SeqModel):
                                          tie_output=tie_embeddings, activation_quantization=aq,
                                          name="shared_embedding")
         self.embedding.build(None)
+        # separate vocabularies: the encoder looks up a table of its own (same init and scale)
+        self.source_embedding = None
+        if source_vocab_size is not None:
+            self.source_embedding = SharedEmbedding(source_vocab_size, d_model, scale=True,
+                                                    output_bias=False, name="source_embedding")
+            self.source_embedding.build(None)
         args = (d_model, num_heads, ff_dim, dropout, attention_dropout, norm, aq)
         self.encoder_layers = [EncoderLayer(*args, name=f"encoder_{i}") for i in range(n_enc)]
         self.decoder_layers = [DecoderLayer(*args, name=f"decoder_{i}") for i in range(n_dec)]
@@ -55,8 +64,11 @@ class Transformer(Seq2SeqModel):
             self.decoder_norm = make_layer_norm(1e-6, name="decoder_norm")
         self.dropout = make_dropout(dropout)
 
-    def _embed(self, ids: tf.Tensor, positions: tf.Tensor, training) -> tf.Tensor:
-        x = self.embedding(ids)
+    def _embed(self, ids: tf.Tensor, positions: tf.Tensor, training, source: bool = False
+               ) -> tf.Tensor:
+        table = self.source_embedding if source and self.source_embedding is not None \
+            else self.embedding
+        x = table(ids)
         x = x + tf.cast(sinusoidal_positions(positions, self.d_model), x.dtype)
         return self.dropout(x, training=training) if self.dropout is not None else x
 
@@ -64,7 +76,7 @@ class Transformer(Seq2SeqModel):
         """``{"memory": [B,S,d], "source_mask": [B,S]}`` (mask 1.0 on real tokens)."""
         mask = padding_mask(source)
         bias = padding_bias(mask)
-        x = self._embed(source, tf.range(tf.shape(source)[1]), training)
+        x = self._embed(source, tf.range(tf.shape(source)[1]), training, source=True)
         for layer in self.encoder_layers:
             x = layer(x, bias, training=training)
         if self.pre_norm:

@@ -8,7 +8,8 @@ Layout::
     payload                           the tensors' bytes, back to back
 
 The header records the format version, the quantisation policy (bits, kind, scale mode, whether
-biases are quantised), the run's config and vocabulary (so the file alone can be exported), and per
+biases are quantised), the run's config and vocabulary (so the file alone can be exported; a
+separate-vocabulary run adds ``source_vocab``, the source's), and per
 tensor: name, shape, encoding (``packed``: B-bit codes, see :mod:`tf_nmt.quantization.packing`,
 plus a float32 scale; ``float32``: raw little-endian values), offset, byte count and SHA-256.
 Files are written to a temporary sibling and renamed into place, and never replace an existing
@@ -50,6 +51,7 @@ class PackedModel:
     config: Dict[str, Any] = field(default_factory=dict)
     vocab_proto: bytes = b""
     info: Dict[str, Any] = field(default_factory=dict)  # free-form provenance (source checkpoint, ...)
+    source_vocab_proto: bytes = b""  # separate vocabularies only (vocab_proto: the target's)
 
 
 def _sha(data: bytes) -> str:
@@ -80,8 +82,13 @@ def encode_packed(packed: PackedModel) -> bytes:
     chunks.append(packed.vocab_proto)
     offset += len(packed.vocab_proto)
     header = {"format": "tf-nmt-packed", "version": VERSION, "policy": packed.policy.to_dict(),
-              "config": packed.config, "info": packed.info, "tensors": tensors, "vocab": vocab,
-              "payload_bytes": offset}
+              "config": packed.config, "info": packed.info, "tensors": tensors, "vocab": vocab}
+    if packed.source_vocab_proto:  # absent for a shared vocabulary: those files are unchanged
+        source = packed.source_vocab_proto
+        header["source_vocab"] = {"offset": offset, "nbytes": len(source), "sha256": _sha(source)}
+        chunks.append(source)
+        offset += len(source)
+    header["payload_bytes"] = offset
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     return MAGIC + _LEN.pack(len(head)) + head + b"".join(chunks)
 
@@ -121,11 +128,14 @@ def decode_packed(data: bytes, path: Path = Path("<bytes>")) -> PackedModel:
                               f"{header['payload_bytes']} (truncated or padded file)")
         entries = [_read_tensor(t, payload, policy, path) for t in header["tensors"]]
         vocab = _slice(header["vocab"], payload, path, "vocabulary")
+        source_vocab = (_slice(header["source_vocab"], payload, path, "source vocabulary")
+                        if "source_vocab" in header else b"")
     except PackedFileError:
         raise
     except (KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
         raise _fail(path, f"malformed header ({err})") from err
-    return PackedModel(policy, entries, header.get("config") or {}, vocab, header.get("info") or {})
+    return PackedModel(policy, entries, header.get("config") or {}, vocab, header.get("info") or {},
+                       source_vocab)
 
 
 def _slice(spec: Dict[str, Any], payload: bytes, path: Path, what: str) -> bytes:

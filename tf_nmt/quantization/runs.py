@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from tf_nmt.compat import keras
 from tf_nmt.config import Config, config_from_dict
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, Vocabularies
 from tf_nmt.models.activation_quant import from_train_config
 from tf_nmt.quantization.packed_file import PackedFileError, PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
@@ -24,22 +24,28 @@ def quantize_run(run_dir: Path, policy: QuantPolicy, checkpoint: Optional[str] =
     model, _, cfg, source = load_trained_checkpoint(run.root, checkpoint, weights)
     names, arrays = model_weights(model)
     entries = quantize_weights(names, arrays, policy)
+    separate = run.source_vocab_path.is_file()
     packed = PackedModel(policy, entries, cfg.to_dict(), run.vocab_path.read_bytes(),
                          info={"source_checkpoint": str(source), "weights": weights,
-                               "languages": list(run.languages())})
+                               "languages": list(run.languages())},
+                         source_vocab_proto=run.source_vocab_path.read_bytes() if separate else b"")
     report = size_report(entries, policy, arrays)
     report["weights"] = weights
     return packed, report
 
 
-def model_from_packed(packed: PackedModel) -> Tuple[keras.Model, SubwordTokenizer, Config]:
-    """(float32 model holding the dequantised weights, tokenizer, config) of a packed model."""
+def model_from_packed(packed: PackedModel) -> Tuple[keras.Model, Tokenizers, Config]:
+    """(float32 model holding the dequantised weights, tokenizer, config) of a packed model;
+    the tokenizer is the shared one, or the :class:`Vocabularies` of separate ones."""
     if not packed.config or not packed.vocab_proto:
         raise PackedFileError("this packed model carries no config/vocabulary, so it cannot be rebuilt")
     cfg = config_from_dict(packed.config)
-    tokenizer = SubwordTokenizer(packed.vocab_proto)
-    model = build_initialised_model(cfg.model.kind, tokenizer.vocab_size, cfg.model.hparams,
-                                    activation_quantization=from_train_config(cfg.train))
+    target = SubwordTokenizer(packed.vocab_proto)
+    vocab = Vocabularies(SubwordTokenizer(packed.source_vocab_proto, SOURCE_TOKENIZER)
+                         if packed.source_vocab_proto else target, target)
+    model = build_initialised_model(cfg.model.kind, target.vocab_size, cfg.model.hparams,
+                                    activation_quantization=from_train_config(cfg.train),
+                                    source_vocab_size=vocab.source_vocab_size)
     assign_entries(model, packed.entries, packed.policy)
-    return model, tokenizer, cfg
+    return model, vocab.as_tokenizer(), cfg
 

@@ -19,11 +19,12 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 import numpy as np
 
 from tf_nmt.compat import keras, tf
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import Tokenizers
 from tf_nmt.evaluation.translate import translate_graph
 from tf_nmt.export import SERVING_CHUNK_SIZE
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
-from tf_nmt.export.saved_model import directory_bytes, language_pair_function, save_translator
+from tf_nmt.export.saved_model import (attach_tokenizers, directory_bytes, language_pair_function,
+                                       save_translator)
 from tf_nmt.models.activation_quant import use_engine
 from tf_nmt.quantization.codec import decode_tf
 from tf_nmt.quantization.packed_file import PackedModel
@@ -64,7 +65,7 @@ def swapped(slots: List[List[Slot]], tensors: List[tf.Tensor]) -> Iterator[None]
 class PackedTranslator(tf.Module):
     """Packed weights + tokenizer + a string-to-string ``serve`` function."""
 
-    def __init__(self, model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
+    def __init__(self, model: keras.Model, tokenizer: Tokenizers, packed: PackedModel,
                  beam_size: int, length_penalty: float, max_source_length: int = 256,
                  chunk_size: int = SERVING_CHUNK_SIZE,
                  languages: Sequence[str] = BUILTIN_LANGUAGES) -> None:
@@ -72,7 +73,7 @@ class PackedTranslator(tf.Module):
         self.languages = language_pair_function(languages)
         check_matches(model, packed.entries)
         policy = packed.policy
-        self.tokenizer = tokenizer
+        attach_tokenizers(self, tokenizer)
         self.bits = tf.constant(policy.bits)
         # Three variables in all (one code stream, one scale vector, one float32 vector) keep the
         # graph and its save/restore functions small; per-tensor boundaries are graph constants.
@@ -115,7 +116,7 @@ class PackedTranslator(tf.Module):
         self.serve = serve
 
 
-def export_packed_saved_model(model: keras.Model, tokenizer: SubwordTokenizer, packed: PackedModel,
+def export_packed_saved_model(model: keras.Model, tokenizer: Tokenizers, packed: PackedModel,
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
                               overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
                               languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:

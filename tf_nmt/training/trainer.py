@@ -24,7 +24,7 @@ from tf_nmt.data.prepared import PreparedData, read_prepared
 from tf_nmt.data.streaming import make_shard_dataset
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
-from tf_nmt.data.tokenizer import SubwordTokenizer
+from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
 from tf_nmt.data.vocabulary import ensure_vocab, load_split, prepared_vocab, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
@@ -39,7 +39,8 @@ from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_ran
                                          restore_training_state, step_of)
 from tf_nmt.training.optimizers import build_optimizer
 from tf_nmt.training import precision, runtime, schedules
-from tf_nmt.run_dir import RunDir, build_initialised_model, check_resume, run_meta
+from tf_nmt.run_dir import (RunDir, build_initialised_model, check_resume, run_meta,
+                            save_vocabularies)
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,11 @@ class TrainHooks(Protocol):
 
 def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
                       schedule: Optional[keras.optimizers.schedules.LearningRateSchedule] = None,
-                      plan: Optional[TrainPlan] = None, policy: Optional[str] = None
-                      ) -> keras.Model:
+                      plan: Optional[TrainPlan] = None, policy: Optional[str] = None,
+                      source_vocab_size: Optional[int] = None) -> keras.Model:
     """Build the configured model, call it once so variables exist, and compile it (with
-    ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`).
+    ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`;
+    ``source_vocab_size``: separate vocabularies, None: shared).
 
     ``plan``: the run's :func:`validate_config` (None: validated here). ``policy``: the Keras
     dtype policy, e.g. ``"mixed_bfloat16"`` (None: ``train.mixed_precision`` through
@@ -103,7 +105,7 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     t = cfg.train
     plan = validate_config(cfg) if plan is None else plan
     policy = precision.policy_for_device(t.mixed_precision) if policy is None else policy
-    model = build_model_for_training(cfg, vocab_size, plan, policy)
+    model = build_model_for_training(cfg, vocab_size, plan, policy, source_vocab_size)
     optimizer = build_optimizer(t, schedule if schedule is not None
                                 else schedules.from_config(t, ctx.size))
     optimizer = comm.wrap_optimizer(optimizer, plan.comm, ctx,
@@ -221,20 +223,23 @@ def check_execution_start(t: TrainConfig, world_size: int, elastic: bool, step: 
 
 
 def build_model_for_training(cfg: Config, vocab_size: int, plan: Optional[TrainPlan] = None,
-                             policy: Optional[str] = None) -> keras.Model:
+                             policy: Optional[str] = None,
+                             source_vocab_size: Optional[int] = None) -> keras.Model:
     """The configured model with its variables created, under the dtype ``policy`` (None: the
     configured one, bf16 on CPUs and Ampere+); ``plan`` as in :func:`build_and_compile`."""
     plan = validate_config(cfg) if plan is None else plan
     policy = precision.policy_for_device(cfg.train.mixed_precision) if policy is None else policy
     with use_kernels(**plan.kernels):
         return build_initialised_model(cfg.model.kind, vocab_size, cfg.model.hparams, policy=policy,
-                                       activation_quantization=plan.activation_quantization)
+                                       activation_quantization=plan.activation_quantization,
+                                       source_vocab_size=source_vocab_size)
 
 
 def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None],
-                                prepared: Optional[PreparedData] = None) -> SubwordTokenizer:
-    """The data dir's vocabulary: an own corpus's from its manifest (``cfg.data.vocab_size``
-    set to its size; a different size given by the user is refused), the built-in corpus's
+                                prepared: Optional[PreparedData] = None) -> Tokenizers:
+    """The data dir's vocabulary: an own corpus's from its manifest (the shared tokenizer, or
+    the :class:`Vocabularies` of separate ones; ``cfg.data.vocab_size`` set to its (target)
+    size; a different size given by the user is refused), the built-in corpus's
     learned once; only a single process may learn it (workers would race)."""
     data_dir = Path(cfg.data.data_dir)
     prepared = read_prepared(data_dir) if prepared is None else prepared
@@ -253,11 +258,16 @@ def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None],
 
 
 def check_own_corpus(cfg: Config, prepared: PreparedData) -> None:
-    """ConfigError for ``data.*`` settings an own corpus cannot honour: ``data.oversample``
-    needs the built-in corpus's per-source records, which an own corpus does not have."""
+    """ConfigError for settings an own corpus cannot honour: ``data.oversample`` needs the
+    built-in corpus's per-source records, which an own corpus does not have;
+    ``train.init_from`` maps one shared vocabulary, not separate ones."""
     if cfg.data.oversample:
         raise ConfigError(f"data.oversample cannot be used with the own corpus in {prepared.root}: "
                           "it records no source per pair (only the built-in corpus does); unset it")
+    if cfg.train.init_from and not prepared.shared_vocab:
+        raise ConfigError(f"train.init_from cannot initialise a run on {prepared.root}: it has "
+                          "separate source/target vocabularies, which transfer learning does "
+                          "not map; prepare the corpus with a shared vocabulary, or unset it")
 
 
 def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
@@ -304,15 +314,15 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     runtime.log_fallbacks(plan.kernel_fallbacks, policy_record, chief_log)
     if ctx.is_chief:
         run.root.mkdir(parents=True, exist_ok=True)
-        if not run.vocab_path.is_file():
-            tokenizer.save(run.vocab_path)
+        save_vocabularies(run, tokenizer)
         cfg.save(run.config_path)
         record = runtime.runtime_record(cfg.train, plan.kernels, plan.kernel_fallbacks,
                                         policy_record, resuming=resuming)
         run.write_meta(runtime.with_runtime(meta, run.read_meta(), record))
 
-    model = build_and_compile(cfg, tokenizer.vocab_size, ctx, schedule=schedule, plan=plan,
-                              policy=policy)
+    vocab = Vocabularies.of(tokenizer)
+    model = build_and_compile(cfg, vocab.target.vocab_size, ctx, schedule=schedule, plan=plan,
+                              policy=policy, source_vocab_size=vocab.source_vocab_size)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
     settings = plan.comm
     comm_callbacks = comm.comm_callbacks(  # start in sync, periodic sync, bytes/step
@@ -374,7 +384,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                           shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank,
                           bucket_width=cfg.data.length_bucket_width)
-    chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {tokenizer.vocab_size}, "
+    chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {vocab.target.vocab_size}"
+              + ("" if vocab.shared else f" (source {vocab.source.vocab_size})") + ", "
               f"{train_count:,} train pairs"
               + (f" in {len(train_shards)} shard(s) per rank" if train_shards else "")
               + f", {'-'.join(prepared.languages)}, world size {ctx.size}"

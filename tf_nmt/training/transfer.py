@@ -202,6 +202,10 @@ def prepare_parent(ref: ParentRef, child_vocab_proto: bytes, model_kind: str,
     if parent_cfg.model.kind != model_kind:
         raise TransferError(f"parent {ref.run_dir} is a {parent_cfg.model.kind} model but this "
                             f"run trains a {model_kind}")
+    if parent_run.source_vocab_path.is_file():
+        raise TransferError(f"parent {ref.run_dir} was trained with separate source/target "
+                            "vocabularies, which transfer learning does not map; use a parent "
+                            "trained with a shared vocabulary")
     parent_proto = parent_run.vocab_path.read_bytes()
     parent_size = _pieces(parent_proto).get_piece_size()
     # Not run.load_trained_model: that also creates a tensorflow-text tokenizer, and dropping a

@@ -20,7 +20,9 @@ DEFAULTS = {"dev_size": 2000, "max_chars": 1000, "max_ratio": 3.0, "vocab_size":
 OWN_FLAGS = {f: f[2:].replace("-", "_") for f in (
     "--train-src", "--train-tgt", "--train-tsv", "--src-lang", "--tgt-lang", "--dev-src",
     "--dev-tgt", "--dev-tsv", "--test-src", "--test-tgt", "--test-tsv", "--max-chars",
-    "--max-ratio", "--vocab-type", "--vocab-sample", "--spm-model", "--num-shards", "--workers")}
+    "--max-ratio", "--vocab-type", "--vocab-sample", "--spm-model", "--separate-vocab",
+    "--src-vocab-size", "--tgt-vocab-size", "--src-spm-model", "--tgt-spm-model", "--num-shards",
+    "--workers")}
 _LANG = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,15}$")
 
 
@@ -61,6 +63,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"vocabulary (default {DEFAULTS['vocab_sample']})")
     g.add_argument("--spm-model", type=Path, help="use this SentencePiece model (ids pad 0, "
                    "unk 1, bos 2, eos 3) instead of learning one")
+    g.add_argument("--separate-vocab", action="store_true", help="learn a source and a target "
+                   "SentencePiece model (languages in different scripts, e.g. en-zh) instead of "
+                   "one shared by both sides")
+    for side, what in (("src", "source"), ("tgt", "target")):
+        g.add_argument(f"--{side}-vocab-size", type=_positive, help=f"the {what} vocabulary's "
+                       "size with --separate-vocab (default: --vocab-size)")
+    for side, what in (("src", "source"), ("tgt", "target")):
+        g.add_argument(f"--{side}-spm-model", type=Path, help=f"use this {what} SentencePiece "
+                       "model (ids as --spm-model); with --" + ("tgt" if side == "src" else "src")
+                       + "-spm-model, for separate vocabularies")
     g.add_argument("--num-shards", type=_positive,
                    help="train shards (default: one per 20000 pairs, 8..1024)")
     g.add_argument("--workers", type=_positive, help="encoding processes (default: all cores)")
@@ -97,15 +109,40 @@ def _files(args: argparse.Namespace, split: str, required: bool) -> None:
         raise UsageError("an own corpus needs --train-src/--train-tgt or --train-tsv")
 
 
+def _vocab_mode(args: argparse.Namespace) -> None:
+    """One UsageError line for vocabulary flags that do not make one shared or one separate
+    vocabulary: per-side sizes without --separate-vocab, one per-side model without the other,
+    the shared --spm-model mixed with separate flags."""
+    if bool(args.src_spm_model) != bool(args.tgt_spm_model):
+        raise UsageError("--src-spm-model and --tgt-spm-model go together (the source and the "
+                         "target model of separate vocabularies)")
+    separate = _given(args, ("--separate-vocab", "--src-spm-model"))
+    if args.spm_model and separate:
+        raise UsageError(f"--spm-model is one vocabulary shared by both sides: it cannot be "
+                         f"combined with {', '.join(separate)} (for separate ones give "
+                         "--src-spm-model and --tgt-spm-model)")
+    sizes = _given(args, ("--src-vocab-size", "--tgt-vocab-size"))
+    if sizes and not args.separate_vocab and not args.src_spm_model:
+        raise UsageError(f"{', '.join(sizes)} would be ignored without --separate-vocab (one "
+                         "shared vocabulary takes --vocab-size)")
+    if len(sizes) == 2 and args.vocab_size is not None:
+        raise UsageError("--vocab-size would be ignored: --src-vocab-size and --tgt-vocab-size "
+                         "set both sides")
+
+
 def options_from_args(args: argparse.Namespace):
     """The :class:`OwnCorpusOptions` of the CLI flags; one UsageError line for what does not fit."""
     from .inputs import sources_from
     from .prepare import OwnCorpusOptions
 
+    _vocab_mode(args)
+    own_models = args.spm_model or args.src_spm_model
     ignored = [f"{', '.join(flags)} would be ignored {why}" for flags, why in (
         (_given(args, ("--debs-dir", "--vocab-only")), "for your own corpus"),
-        (_given(args, ("--vocab-size", "--vocab-type", "--vocab-sample")) if args.spm_model
-         else [], "with --spm-model (its vocabulary is the model's)"),
+        (_given(args, ("--vocab-size", "--vocab-type", "--vocab-sample", "--src-vocab-size",
+                       "--tgt-vocab-size")) if own_models else [],
+         "with --spm-model (its vocabulary is the model's)" if args.spm_model else
+         "with --src-spm-model/--tgt-spm-model (the vocabularies are the models')"),
         (["--dev-size"] if args.dev_size is not None and (args.dev_src or args.dev_tsv)
          else [], "with dev files (dev is carved only without them)"),
         (["--test-size"] if args.test_size is not None and (args.test_src or args.test_tsv)
@@ -122,9 +159,10 @@ def options_from_args(args: argparse.Namespace):
                              "(it names the corpus files)")
     if args.src_lang == args.tgt_lang:
         raise UsageError(f"--src-lang and --tgt-lang are both {args.src_lang!r}")
-    if args.vocab_size is not None and args.vocab_size < 300:
-        raise UsageError(f"--vocab-size {args.vocab_size}: at least 300 (256 byte pieces + "
-                         "specials)")
+    for flag in ("--vocab-size", "--src-vocab-size", "--tgt-vocab-size"):
+        size = getattr(args, flag[2:].replace("-", "_"))
+        if size is not None and size < 300:
+            raise UsageError(f"{flag} {size}: at least 300 (256 byte pieces + specials)")
     for flag in ("--dev-size", "--test-size"):
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None and value < (1 if flag == "--dev-size" else 0):
@@ -143,4 +181,7 @@ def options_from_args(args: argparse.Namespace):
         max_chars=value("max_chars"), max_ratio=value("max_ratio"),
         vocab_size=value("vocab_size"), vocab_type=value("vocab_type"),
         vocab_sample=value("vocab_sample"), spm_model=args.spm_model,
+        separate_vocab=bool(args.separate_vocab or args.src_spm_model),
+        src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
+        src_spm_model=args.src_spm_model, tgt_spm_model=args.tgt_spm_model,
         num_shards=args.num_shards, workers=args.workers, seed=value("seed"), force=args.force)

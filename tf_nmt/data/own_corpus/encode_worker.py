@@ -10,18 +10,22 @@ from __future__ import annotations
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterable, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from tf_nmt.data.prepared import encode_record
 
 _WORKER: Dict[str, Any] = {}
 
 
-def init(model_proto: bytes, heldout_sources: Iterable[str]) -> None:
-    """Load the vocabulary and the held-out sources (train pairs with such a source are dropped)."""
+def init(model_proto: bytes, heldout_sources: Iterable[str],
+         source_proto: Optional[bytes] = None) -> None:
+    """Load the vocabulary (``source_proto``: the sources' own, separate vocabularies) and the
+    held-out sources (train pairs with such a source are dropped)."""
     import sentencepiece as spm
 
     _WORKER["sp"] = spm.SentencePieceProcessor(model_proto=model_proto)
+    _WORKER["source_sp"] = (_WORKER["sp"] if source_proto is None else
+                            spm.SentencePieceProcessor(model_proto=source_proto))
     _WORKER["heldout"] = set(heldout_sources)
 
 
@@ -33,7 +37,7 @@ def encode_bucket(task: Tuple[int, str, int]) -> Dict[str, Any]:
     """Bucket ``index`` (file ``path``): exact duplicates and held-out overlaps dropped (counted),
     the rest encoded and permuted with the seed; returns the records and counts."""
     index, path, seed = task
-    sp, heldout = _WORKER["sp"], _WORKER["heldout"]
+    sp, source_sp, heldout = _WORKER["sp"], _WORKER["source_sp"], _WORKER["heldout"]
     seen, sources, targets = set(), [], []
     duplicates = overlap = 0
     for line in Path(path).read_bytes().splitlines():
@@ -48,7 +52,7 @@ def encode_bucket(task: Tuple[int, str, int]) -> Dict[str, Any]:
         sources.append(src)
         targets.append(tgt)
     del seen
-    src_ids = sp.encode(sources, out_type=int, num_threads=1) if sources else []
+    src_ids = source_sp.encode(sources, out_type=int, num_threads=1) if sources else []
     tgt_ids = sp.encode(targets, out_type=int, num_threads=1) if targets else []
     order = list(range(len(sources)))
     random.Random(shard_seed(seed, index)).shuffle(order)

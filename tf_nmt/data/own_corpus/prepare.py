@@ -9,7 +9,8 @@ manifest):
 2. ``heldout``: dev/test written (carved, or the given files);
 3. ``distribute``: the train pairs cleaned and spread over one bucket file per shard, while a
    reservoir keeps the vocabulary sample;
-4. ``vocab``: SentencePiece learned from the sample (or the user's model checked);
+4. ``vocab``: SentencePiece learned from the sample (or the user's model checked); with
+   separate vocabularies, one model from the sample's sources, one from its targets;
 5. ``shards``: worker processes encode the buckets; finished shards survive a kill.
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ from .heldout import Reservoir, carve, read_given, read_sources, write_split
 from .inputs import PairReader, Source, check_exist, fingerprint
 from .progress import Progress
 from .staging import Staging, build_key, cached_or_refused
-from .vocab import VocabSample, check_same_ids, learn, load_user_model, model_facts
+from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, fingerprint_of, learn,
+                    load_user_model, model_facts, separate_models, write_sample)
 
 Log = Callable[[str], None]
 log_flush: Log = functools.partial(print, flush=True)
@@ -62,15 +64,42 @@ class OwnCorpusOptions:
     vocab_type: str = "unigram"
     vocab_sample: int = 1_000_000
     spm_model: Optional[Path] = None
+    separate_vocab: bool = False       # a source and a target model (implied by src/tgt_spm_model)
+    src_vocab_size: Optional[int] = None   # separate only; None: vocab_size
+    tgt_vocab_size: Optional[int] = None
+    src_spm_model: Optional[Path] = None   # separate, the user's own models (both or neither)
+    tgt_spm_model: Optional[Path] = None
     num_shards: Optional[int] = None   # None: auto
     workers: Optional[int] = None      # None: all cores
     seed: int = 1234
     force: bool = False
 
+    @property
+    def separate(self) -> bool:
+        """True for separate source/target vocabularies."""
+        return self.separate_vocab or self.src_spm_model is not None
+
+    @property
+    def user_models(self) -> bool:
+        """True when the user gave the model(s): nothing is learned, no sample is kept."""
+        return self.spm_model is not None or self.src_spm_model is not None
+
+    def side_sizes(self) -> Dict[str, int]:
+        """The vocabulary size to learn per side (separate vocabularies)."""
+        return {"source": self.src_vocab_size or self.vocab_size,
+                "target": self.tgt_vocab_size or self.vocab_size}
+
     def params(self) -> Dict[str, Any]:
         """What decides the result (workers and force do not)."""
         vocab = ({"model": str(self.spm_model.resolve())} if self.spm_model else
                  {"size": self.vocab_size, "type": self.vocab_type, "sample": self.vocab_sample})
+        if self.separate:  # the shared form above stays as it was: old corpora keep their key
+            vocab = {"shared": False, **(
+                {"models": {"source": str(self.src_spm_model.resolve()),
+                            "target": str(self.tgt_spm_model.resolve())}}
+                if self.src_spm_model and self.tgt_spm_model else
+                {"sizes": self.side_sizes(), "type": self.vocab_type,
+                 "sample": self.vocab_sample})}
         return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
                 "dev_size": None if self.dev else self.dev_size,
                 "test_size": None if self.test else self.test_size,
@@ -81,6 +110,9 @@ class OwnCorpusOptions:
         found = {split: fingerprint(getattr(self, split)) for split in ("train",) + HELDOUT}
         if self.spm_model:
             found["spm_model"] = fingerprint([Source(self.spm_model)])
+        if self.src_spm_model and self.tgt_spm_model:
+            found["src_spm_model"] = fingerprint([Source(self.src_spm_model)])
+            found["tgt_spm_model"] = fingerprint([Source(self.tgt_spm_model)])
         return found
 
     def carve_sizes(self) -> Dict[str, int]:
@@ -164,7 +196,7 @@ def _distribute(options: OwnCorpusOptions, staging: Staging, shard_count: int, l
     taken = set(state["heldout"]["taken"])
     filters, counts = Filters(options.max_chars, options.max_ratio), new_counts()
     buckets = BucketWriter(staging.work / "buckets", shard_count, options.seed)
-    sample = None if options.spm_model else VocabSample(options.vocab_sample, options.seed)
+    sample = None if options.user_models else VocabSample(options.vocab_sample, options.seed)
     progress = Progress("distribute", log, total=state["validate"]["lines"])
     for index, src, tgt in _train_pairs(options, lambda done, _: progress.tick(done)):
         if index in taken:
@@ -180,8 +212,11 @@ def _distribute(options: OwnCorpusOptions, staging: Staging, shard_count: int, l
             sample.add(src, tgt)
     buckets.flush()
     sentences = sample.sentences() if sample is not None else []
-    write_bytes_atomic(staging.work / "vocab_sample.txt",
-                       "".join(s + "\n" for s in sentences).encode("utf-8"))
+    if options.separate:  # one file per side (sentences alternate source, target)
+        for side, name in enumerate(SAMPLE_FILES):
+            write_sample(staging.work / name, sentences[side::2])
+    else:
+        write_sample(staging.work / "vocab_sample.txt", sentences)
     seconds = progress.elapsed()
     log(f"distribute: {sum(buckets.pairs):,} train pairs into {shard_count} buckets in "
         f"{seconds:.1f} s")
@@ -189,10 +224,12 @@ def _distribute(options: OwnCorpusOptions, staging: Staging, shard_count: int, l
             "seconds": seconds}
 
 
-def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log) -> Dict[str, Any]:
-    """Pass 4: the vocabulary, written as ``vocab/spm-<size>.model``."""
-    import hashlib
-
+def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
+           layout: Callable[[str], tuple]) -> Dict[str, Any]:
+    """Pass 4: the vocabulary, written as ``vocab/spm-<size>.model`` (separate:
+    ``vocab/spm-src-<size>.model`` and ``vocab/spm-tgt-<size>.model``)."""
+    if options.separate:
+        return _separate_vocab(options, staging, log, layout)
     start = time.monotonic()
     sentences = (staging.work / "vocab_sample.txt").read_text(encoding="utf-8").splitlines()
     if options.spm_model:
@@ -208,10 +245,20 @@ def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log) -> Dict[str, A
     check_same_ids(proto, sentences or _dev_sentences(staging))
     path = f"vocab/spm-{size}.model"
     write_bytes_atomic(staging.out / path, proto)
-    return {"path": path, "size": size, "pieces": pieces, "type": model_type,
+    return {"shared": True, "path": path, "size": size, "pieces": pieces, "type": model_type,
             "sample_sentences": len(sentences), "source": source,
-            "fingerprint": hashlib.sha256(proto).hexdigest()[:16],
-            "seconds": time.monotonic() - start}
+            "fingerprint": fingerprint_of(proto), "seconds": time.monotonic() - start}
+
+
+def _separate_vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
+                    layout: Callable[[str], tuple]) -> Dict[str, Any]:
+    """Pass 4 with separate vocabularies (:func:`.vocab.separate_models`)."""
+    start = time.monotonic()
+    found = separate_models(
+        staging.work, staging.out, options.side_sizes(),
+        {"source": options.src_spm_model, "target": options.tgt_spm_model},
+        options.vocab_type, options.seed, layout("dev"), log)
+    return {**found, "seconds": time.monotonic() - start}
 
 
 def _dev_sentences(staging: Staging) -> List[str]:
@@ -237,6 +284,8 @@ def _shards(options: OwnCorpusOptions, staging: Staging, layout: Callable[[str],
     for split in state["heldout"]["splits"]:
         heldout |= read_sources(layout(split)[0])
     proto = (staging.out / state["vocab"]["path"]).read_bytes()
+    source_proto = (None if state["vocab"].get("shared", True) else
+                    (staging.out / state["vocab"]["src"]["path"]).read_bytes())
     bucket_pairs = state["distribute"]["bucket_pairs"]
     progress = Progress("shards", log, total=sum(bucket_pairs[i] for i in pending))
     finished = [0]
@@ -250,7 +299,8 @@ def _shards(options: OwnCorpusOptions, staging: Staging, layout: Callable[[str],
     workers = options.workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                   else os.cpu_count() or 1)
     shard_pass.encode_shards(staging.work / "buckets", shards_dir, count, pending, proto,
-                             sorted(heldout), options.seed, workers, on_done)
+                             sorted(heldout), options.seed, workers, on_done,
+                             source_proto=source_proto)
     seconds = time.monotonic() - start
     log(f"shards: {len(pending)} encoded{f' ({len(done)} reused)' if done else ''} in {seconds:.1f} s")
     return seconds
@@ -305,8 +355,9 @@ def prepare_own_corpus(options: OwnCorpusOptions, log: Log = log_flush) -> Dict[
     start = time.monotonic()
     data_dir = Path(options.data_dir)
     check_exist(options.train + options.dev + options.test)
-    if options.spm_model:
-        load_user_model(options.spm_model)  # refused before any pass
+    for model in (options.spm_model, options.src_spm_model, options.tgt_spm_model):
+        if model:
+            load_user_model(model)  # refused before any pass
     key = build_key(options.inputs(), options.params())
     cached = cached_or_refused(data_dir, key, options.params(), options.force, log)
     staging = Staging(data_dir, key, log) if cached is None else None
@@ -342,7 +393,7 @@ def prepare_own_corpus(options: OwnCorpusOptions, log: Log = log_flush) -> Dict[
     else:
         log("distribute: done by an earlier run, skipped")
     if "vocab" not in state:
-        state["vocab"] = _vocab(options, staging, log)
+        state["vocab"] = _vocab(options, staging, log, layout)
         staging.save()
     else:
         log("vocab: done by an earlier run, skipped")
@@ -352,8 +403,11 @@ def prepare_own_corpus(options: OwnCorpusOptions, log: Log = log_flush) -> Dict[
     replace_directory_atomically(staging.out, data_dir, overwrite=True)
     staging.discard()
     log(summary_table(manifest))
+    vocab = manifest["vocab"]
+    words = (f"vocabulary {vocab['size']} ({vocab['fingerprint']})" if vocab.get("shared", True)
+             else "vocabularies: source {size} ({fingerprint}), ".format(**vocab["src"])
+             + "target {size} ({fingerprint})".format(**vocab["tgt"]))
     log(f"own corpus ({options.src_lang}-{options.tgt_lang}) written to {data_dir}: "
         f"{manifest['splits']['train']['pairs']:,} train pairs in {len(manifest['shards']['files'])} "
-        f"shards, vocabulary {manifest['vocab']['size']} ({manifest['vocab']['fingerprint']}), "
-        f"in {time.monotonic() - start:.1f} s")
+        f"shards, {words}, in {time.monotonic() - start:.1f} s")
     return manifest

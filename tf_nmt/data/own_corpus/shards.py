@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from . import encode_worker
 from .buckets import bucket_path
@@ -34,26 +34,28 @@ def write_shard(path: Path, records: Sequence[bytes]) -> int:
     return path.stat().st_size
 
 
-def _results(tasks: List[tuple], proto: bytes, heldout: List[str], workers: int
-             ) -> Iterator[Dict[str, Any]]:
+def _results(tasks: List[tuple], proto: bytes, heldout: List[str], workers: int,
+             source_proto: Optional[bytes] = None) -> Iterator[Dict[str, Any]]:
     if workers <= 1 or len(tasks) <= 1:
-        encode_worker.init(proto, heldout)
+        encode_worker.init(proto, heldout, source_proto)
         yield from map(encode_worker.encode_bucket, tasks)
         return
     context = multiprocessing.get_context("spawn")
     with context.Pool(min(workers, len(tasks)), initializer=encode_worker.init,
-                      initargs=(proto, heldout)) as pool:
+                      initargs=(proto, heldout, source_proto)) as pool:
         yield from pool.imap_unordered(encode_worker.encode_bucket, tasks)
 
 
 def encode_shards(buckets: Path, shards: Path, count: int, pending: Sequence[int],
                   proto: bytes, heldout: List[str], seed: int, workers: int,
-                  on_done: ShardDone) -> None:
+                  on_done: ShardDone, source_proto: Optional[bytes] = None) -> None:
     """Encode and write the shards ``pending`` (of ``count``); ``on_done`` gets each finished
-    shard's description (ShardInfo fields, its index and its duplicates/overlap counts)."""
+    shard's description (ShardInfo fields, its index and its duplicates/overlap counts).
+    ``proto`` encodes both sides, or only the targets when ``source_proto`` (separate
+    vocabularies) encodes the sources."""
     shards.mkdir(parents=True, exist_ok=True)
     tasks = [(index, str(bucket_path(buckets, index)), seed) for index in pending]
-    for result in _results(tasks, proto, heldout, workers):
+    for result in _results(tasks, proto, heldout, workers, source_proto):
         name = shard_name(result["index"], count)
         size = write_shard(shards / name, result["records"])
         on_done({"index": result["index"], "name": name, "pairs": result["kept"], "bytes": size,

@@ -81,9 +81,12 @@ def _incomplete(data_dir: Path, manifest: Dict[str, Any]) -> Optional[str]:
         prepared.shard_paths()
     except DataError as err:
         return str(err)
-    vocab = data_dir / manifest.get("vocab", {}).get("path", "")
-    if not vocab.is_file():
-        return f"{vocab}: vocabulary missing"
+    recorded = manifest.get("vocab", {})
+    entries = [recorded] if recorded.get("shared", True) else [recorded, recorded.get("src", {})]
+    for entry in entries:
+        vocab = data_dir / entry.get("path", "")
+        if not vocab.is_file():
+            return f"{vocab}: vocabulary missing"
     for split in manifest.get("splits", {}):
         if split != "train" and not prepared.has_split(split):
             return f"{split} split missing"

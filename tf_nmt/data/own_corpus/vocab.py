@@ -1,19 +1,25 @@
-"""The own corpus's shared SentencePiece vocabulary: learned from a bounded random sample of the
-train sentences (unigram or BPE), or the user's own model, checked to have tf-nmt's special ids.
+"""The own corpus's SentencePiece vocabulary: one shared by both sides, or (``--separate-vocab``)
+a source and a target model; learned from a bounded random sample of the train sentences
+(unigram or BPE; a separate model from its own side's sentences only), or the user's own
+model(s), checked to have tf-nmt's special ids.
 """
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from tf_nmt.utils.io import write_bytes_atomic
 
 from .errors import OwnCorpusError
 from .heldout import Reservoir
 
 SPM_FLAGS = f"--pad_id={PAD_ID} --unk_id={UNK_ID} --bos_id={BOS_ID} --eos_id={EOS_ID}"
 CHECK_SENTENCES = 256
+SAMPLE_FILES = ("vocab_sample.src.txt", "vocab_sample.tgt.txt")  # separate: one per side
+SIDES = (("source", "src"), ("target", "tgt"))
 
 
 class VocabSample:
@@ -36,8 +42,10 @@ def learn(sentences: Sequence[str], vocab_size: int, model_type: str, seed: int)
     from tf_nmt.data.tokenizer import train_sentencepiece
 
     spm.set_random_generator_seed(seed)
+    # every sentence is used; SentencePiece refuses a cap of 1..100 (a separate vocabulary of a
+    # tiny corpus learns from fewer), and a cap above the count changes nothing
     return train_sentencepiece(sentences, vocab_size, model_type=model_type,
-                               max_sentences=max(len(sentences), 1))
+                               max_sentences=max(len(sentences), 101))
 
 
 def model_facts(proto: bytes) -> Tuple[int, str]:
@@ -83,3 +91,54 @@ def check_same_ids(proto: bytes, sentences: Sequence[str]) -> None:
         if list(ours) != list(theirs):
             raise RuntimeError(f"sentencepiece and tensorflow-text disagree on {text!r}: "
                                f"{ours} != {theirs}")
+
+
+def write_sample(path: Path, sentences: Sequence[str]) -> None:
+    write_bytes_atomic(path, "".join(s + "\n" for s in sentences).encode("utf-8"))
+
+
+def read_sample(path: Path) -> List[str]:
+    """The sentences :func:`write_sample` wrote (split on newlines only, so each side's file
+    keeps one line per sampled sentence)."""
+    text = path.read_text(encoding="utf-8")
+    return text.split("\n")[:-1] if text else []
+
+
+def fingerprint_of(proto: bytes) -> str:
+    """What :attr:`tf_nmt.data.tokenizer.SubwordTokenizer.fingerprint` gives for ``proto``."""
+    return hashlib.sha256(proto).hexdigest()[:16]
+
+
+def separate_models(work: Path, out: Path, sizes: Dict[str, int],
+                    users: Dict[str, Optional[Path]], model_type: str, seed: int,
+                    dev_files: Sequence[Path], log: Callable[[str], None]) -> Dict[str, Any]:
+    """Separate vocabularies: per side (``source``, ``target``) the user's model or one learned
+    from that side's sample (``work/SAMPLE_FILES``) with ``sizes[side]`` pieces, written as
+    ``out/vocab/spm-{src,tgt}-<size>.model``; the manifest's ``vocab`` entry (the target's
+    ``path``/``size``/``fingerprint`` at the top, both sides under ``src`` and ``tgt``)."""
+    entries: Dict[str, Dict[str, Any]] = {}
+    samples = 0
+    for index, (side, short) in enumerate(SIDES):
+        sentences = read_sample(work / SAMPLE_FILES[index])
+        samples += len(sentences)
+        user = users[side]
+        if user is not None:
+            proto, origin = load_user_model(user), f"user model {user.resolve()}"
+        else:
+            log(f"vocab: learning a {sizes[side]}-piece {model_type} {side} SentencePiece "
+                f"model from {len(sentences):,} sampled {side} sentences")
+            proto = learn(sentences, sizes[side], model_type, seed)
+            origin = f"learned from the train sample's {side} sentences"
+        pieces, kind = model_facts(proto)
+        size = pieces if user is not None else sizes[side]
+        dev = Path(dev_files[index])
+        check_same_ids(proto, sentences or (dev.read_text(encoding="utf-8").splitlines()
+                                            if dev.is_file() else []))
+        path = f"vocab/spm-{short}-{size}.model"
+        write_bytes_atomic(out / path, proto)
+        entries[short] = {"path": path, "size": size, "pieces": pieces, "type": kind,
+                          "origin": origin, "fingerprint": fingerprint_of(proto)}
+    target = entries["tgt"]
+    return {"shared": False, **{k: target[k] for k in ("path", "size", "pieces", "type",
+                                                       "fingerprint")},
+            "sample_sentences": samples, **entries}
