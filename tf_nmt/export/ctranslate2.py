@@ -287,8 +287,10 @@ def max_decoding_length(source_lengths: Iterable[int]) -> int:
 
 #: How a translator uses the CPU cores when no threads are given: ``"inter"``, one translator
 #: per core, each batch dealt across them; ``"intra"``, one translator with a thread per core.
-#: Measured on the quickstart model (docs/serving.md).
-DEFAULT_LAYOUT = "intra"
+#: Measured on the quickstart model, 2-core AMD Zen 4, beam 4, 32 mixed sentences per request:
+#: int8 514 sentences/s with "inter" against 130 with "intra" (1 per request: 178 against 18),
+#: experiments/serving_speed/results/serving_engines_levers.json (docs/serving.md).
+DEFAULT_LAYOUT = "inter"
 
 
 def usable_cores() -> int:
@@ -321,7 +323,7 @@ class CTranslate2Translator:
         export_dir: a directory written by :func:`export_ctranslate2`.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         compute_type: CTranslate2's compute type (default: the exported weights' type).
-        intra_threads: threads per translator (0: :data:`THREAD_LAYOUT` for the usable cores).
+        intra_threads: threads per translator (0: :data:`DEFAULT_LAYOUT` over the usable cores).
         inter_threads: translators decoding parts of a batch in parallel (0: as intra_threads).
         use_mkl, cpu_isa: CTranslate2's CPU backend (:mod:`tf_nmt.export.ct2_backend`; None: the
             environment's, else the measured default for this CPU, else CTranslate2's).
