@@ -411,17 +411,17 @@ class CTranslate2Translator:
                          length_penalty: float = 0.0) -> List[List[int]]:
         """Target ids (without ``</s>``) for a batch of source pieces. With several
         translators, the (length-sorted) batch is dealt round-robin into one part per translator,
-        so the parts have alike lengths, and the parts are decoded in parallel."""
+        so the parts have alike lengths, and the parts are decoded in parallel. Every part gets
+        the whole batch's length limit, as tf-nmt's decoding of that batch would."""
         if not batch:
             return []
         options = dict(beam_size=beam_size, length_penalty=length_penalty,
-                       max_input_length=0, num_hypotheses=1, use_vmap=self.use_vmap)
+                       max_input_length=0, num_hypotheses=1, use_vmap=self.use_vmap,
+                       max_decoding_length=max_decoding_length(len(s) + 1 for s in batch))
         parts = min(self.translator.num_translators, len(batch))
         groups = [list(range(i, len(batch), parts)) for i in range(parts)]
         pending = [self.translator.translate_batch(
-            [batch[i] for i in group], asynchronous=parts > 1,
-            max_decoding_length=max_decoding_length(len(batch[i]) + 1 for i in group), **options)
-            for group in groups]
+            [batch[i] for i in group], asynchronous=parts > 1, **options) for group in groups]
         out: List[List[int]] = [[] for _ in batch]
         for group, results in zip(groups, pending):
             for i, result in zip(group, results):
