@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import List, Tuple
 
@@ -46,3 +47,18 @@ def serve_fake_debs(monkeypatch, roots) -> None:
 
 def read_lines(path: Path) -> List[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def train_tiny_own_run(data: Path, run: Path, steps: int = 60) -> List[str]:
+    """``tf-nmt train`` of a tiny Transformer on the own corpus in ``data`` for ``steps``; its
+    logged loss must fall by a fifth. Returns the ``--set`` arguments it trained with."""
+    from tests.training.test_own_corpus import TINY
+    from tf_nmt.cli import main
+
+    settings = [arg for key in TINY + [f"train.train_steps={steps}", "train.log_every=10",
+                                       "train.steps_per_cycle=30"] for arg in ("--set", key)]
+    assert main(["train", "--data-dir", str(data), "--run-dir", str(run), *settings]) == 0
+    progress = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
+    losses = [p["loss"] for p in progress if "loss" in p]
+    assert len(losses) >= 2 and losses[-1] < 0.8 * losses[0], losses
+    return settings

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.data.own_corpus_fixture import en_fr_pairs
-from tests.training.test_own_corpus import TINY
+from tests.helpers import train_tiny_own_run
 from tf_nmt.cli import main
 
 pytestmark = pytest.mark.slow  # prepares, trains, exports: about a minute
@@ -41,12 +41,7 @@ def test_own_files_prepare_train_evaluate_export_translate(tmp_path, capsys):
     assert manifest["splits"]["train"]["pairs"] == len(train) - 6
     assert manifest["splits"]["test"]["pairs"] == len(test)
 
-    settings = [arg for key in TINY + ["train.train_steps=60", "train.log_every=10",
-                                       "train.steps_per_cycle=30"] for arg in ("--set", key)]
-    assert main(["train", "--data-dir", str(data), "--run-dir", str(run), *settings]) == 0
-    progress = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
-    losses = [p["loss"] for p in progress if "loss" in p]
-    assert len(losses) >= 2 and losses[-1] < 0.8 * losses[0], losses
+    train_tiny_own_run(data, run)
     assert json.loads((run / "meta.json").read_text())["languages"] == ["en", "fr"]
 
     report_path = tmp_path / "test.json"

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tests.data.own_corpus_fixture import en_fr_pairs
+from tests.helpers import train_tiny_own_run
 from tests.test_own_files_e2e import write_lines
-from tests.training.test_own_corpus import TINY
 from tf_nmt.cli import main
 from tf_nmt.data.tokenizer import Vocabularies
 from tf_nmt.quantization.packed_file import read_packed
@@ -41,12 +41,7 @@ def test_separate_vocab_prepare_train_evaluate_export_translate_and_refusals(tmp
     vocab = json.loads((data / "corpus" / "manifest.json").read_text())["vocab"]
     assert vocab["shared"] is False and (vocab["src"]["size"], vocab["tgt"]["size"]) == (300, 340)
 
-    settings = [arg for key in TINY + ["train.train_steps=60", "train.log_every=10",
-                                       "train.steps_per_cycle=30"] for arg in ("--set", key)]
-    assert main(["train", "--data-dir", str(data), "--run-dir", str(run), *settings]) == 0
-    progress = [json.loads(line) for line in (run / "progress.jsonl").read_text().splitlines()]
-    losses = [p["loss"] for p in progress if "loss" in p]
-    assert len(losses) >= 2 and losses[-1] < 0.8 * losses[0], losses
+    settings = train_tiny_own_run(data, run)
     meta = json.loads((run / "meta.json").read_text())
     assert meta["source_vocab_fingerprint"] == vocab["src"]["fingerprint"]
     assert meta["vocab_fingerprint"] == vocab["tgt"]["fingerprint"]
