@@ -27,6 +27,7 @@ model; ``shared: false`` adds ``src`` and ``tgt`` entries (each ``path``, ``size
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
@@ -122,6 +123,12 @@ class PreparedData:
     @property
     def train_pairs(self) -> int:
         return int(self.splits.get("train", {}).get("pairs", 0))
+
+
+def vocab_fingerprint(model_proto: bytes) -> str:
+    """A SentencePiece model's fingerprint, as manifests, run dirs and exports record it
+    (here, without TensorFlow, so the CTranslate2 path can check it too)."""
+    return hashlib.sha256(model_proto).hexdigest()[:16]
 
 
 def manifest_path(data_dir: Path) -> Path:

@@ -6,7 +6,6 @@ needs nothing but TensorFlow and tensorflow-text. Ids are fixed: pad=0, unk=1, b
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Union
 
 import tensorflow_text as tf_text
+
+from tf_nmt.data.prepared import vocab_fingerprint
 
 from tf_nmt.compat import tf
 from tf_nmt.utils.io import write_bytes_atomic
@@ -78,7 +79,7 @@ class SubwordTokenizer(tf.Module):
     @property
     def fingerprint(self) -> str:
         """Stable hash of the vocabulary; checkpoints record it so a resume can't mix vocabularies."""
-        return hashlib.sha256(self.model_proto).hexdigest()[:16]
+        return vocab_fingerprint(self.model_proto)
 
     @classmethod
     def load(cls, path: Union[str, Path], name: str = "subword_tokenizer") -> "SubwordTokenizer":

@@ -34,10 +34,8 @@ hypothesis' log-probability by ``length ** alpha``, tf-nmt's beam search by the 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import shutil
 import sys
 import time
@@ -46,10 +44,11 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import numpy as np
 
-from tf_nmt.data.prepared import BUILTIN_LANGUAGES
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES, vocab_fingerprint
 from tf_nmt.errors import UserError
 from tf_nmt.export.ct2_vmap import VMAP_FILE
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
+from tf_nmt.utils.machine import usable_cores
 
 # tf-nmt's fixed ids (tf_nmt.models.base), its search's score for banned tokens and decoding
 # limit (tf_nmt.models.decoding), repeated so that translating with an export never imports
@@ -195,12 +194,6 @@ def build_spec(model, tokens: List[str], source_tokens: Optional[List[str]] = No
     return spec
 
 
-def fingerprint(model_proto: bytes) -> str:
-    """A SentencePiece model's fingerprint, as :class:`tf_nmt.data.tokenizer.SubwordTokenizer`
-    computes it (without importing TensorFlow)."""
-    return hashlib.sha256(model_proto).hexdigest()[:16]
-
-
 def export_ctranslate2(model, tokenizer, cfg, export_dir: Path, quantization: str = "float32",
                        overwrite: bool = False, run_dir: Optional[Path] = None,
                        checkpoint: Optional[str] = None, weights: Optional[str] = None,
@@ -291,14 +284,6 @@ def max_decoding_length(source_lengths: Iterable[int]) -> int:
 #: int8 514 sentences/s with "inter" against 130 with "intra" (1 per request: 178 against 18),
 #: experiments/serving_speed/results/serving_engines_levers.json (docs/serving.md).
 DEFAULT_LAYOUT = "inter"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def thread_layout(intra_threads: int, inter_threads: int, device: str = "cpu"
@@ -396,8 +381,8 @@ class CTranslate2Translator:
                                          "the run again")
         proto = path.read_bytes()
         recorded = self.metadata.get(key)
-        if recorded is not None and fingerprint(proto) != recorded:
-            raise CTranslate2ExportError(f"{path}: vocabulary {fingerprint(proto)}, but the model "
+        if recorded is not None and vocab_fingerprint(proto) != recorded:
+            raise CTranslate2ExportError(f"{path}: vocabulary {vocab_fingerprint(proto)}, but the model "
                                          f"was exported with {recorded}; export the run again")
         return spm.SentencePieceProcessor(model_proto=proto)
 

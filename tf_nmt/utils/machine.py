@@ -19,6 +19,14 @@ CPUINFO = Path("/proc/cpuinfo")
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def cpu_fields(cpuinfo: Union[str, Path] = CPUINFO) -> Dict[str, str]:
     """The first processor's ``key: value`` fields of ``/proc/cpuinfo`` (empty where there is
     none: not Linux, or unreadable)."""

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from tf_nmt.data.prepared import MANIFEST_FORMAT
+from tf_nmt.data.prepared import MANIFEST_FORMAT, vocab_fingerprint
 from tf_nmt.utils.io import replace_directory_atomically, write_bytes_atomic, write_json_atomic
+from tf_nmt.utils.machine import usable_cores
 
 from . import shards as shard_pass
 from .buckets import BucketWriter
@@ -35,7 +36,7 @@ from .heldout import Reservoir, carve, read_given, read_sources, write_split
 from .inputs import PairReader, Source, check_exist, fingerprint
 from .progress import Progress
 from .staging import Staging, build_key, cached_or_refused
-from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, fingerprint_of, learn,
+from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, learn,
                     load_user_model, model_facts, separate_models, write_sample)
 
 Log = Callable[[str], None]
@@ -247,7 +248,7 @@ def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
     write_bytes_atomic(staging.out / path, proto)
     return {"shared": True, "path": path, "size": size, "pieces": pieces, "type": model_type,
             "sample_sentences": len(sentences), "source": source,
-            "fingerprint": fingerprint_of(proto), "seconds": time.monotonic() - start}
+            "fingerprint": vocab_fingerprint(proto), "seconds": time.monotonic() - start}
 
 
 def _separate_vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
@@ -296,8 +297,7 @@ def _shards(options: OwnCorpusOptions, staging: Staging, layout: Callable[[str],
         finished[0] += bucket_pairs[info["index"]]
         progress.tick(finished[0])
 
-    workers = options.workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                  else os.cpu_count() or 1)
+    workers = options.workers or usable_cores()
     shard_pass.encode_shards(staging.work / "buckets", shards_dir, count, pending, proto,
                              sorted(heldout), options.seed, workers, on_done,
                              source_proto=source_proto)

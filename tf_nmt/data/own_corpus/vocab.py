@@ -5,11 +5,11 @@ model(s), checked to have tf-nmt's special ids.
 """
 from __future__ import annotations
 
-import hashlib
 import random
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from tf_nmt.data.prepared import vocab_fingerprint
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tf_nmt.utils.io import write_bytes_atomic
 
@@ -104,11 +104,6 @@ def read_sample(path: Path) -> List[str]:
     return text.split("\n")[:-1] if text else []
 
 
-def fingerprint_of(proto: bytes) -> str:
-    """What :attr:`tf_nmt.data.tokenizer.SubwordTokenizer.fingerprint` gives for ``proto``."""
-    return hashlib.sha256(proto).hexdigest()[:16]
-
-
 def separate_models(work: Path, out: Path, sizes: Dict[str, int],
                     users: Dict[str, Optional[Path]], model_type: str, seed: int,
                     dev_files: Sequence[Path], log: Callable[[str], None]) -> Dict[str, Any]:
@@ -137,7 +132,7 @@ def separate_models(work: Path, out: Path, sizes: Dict[str, int],
         path = f"vocab/spm-{short}-{size}.model"
         write_bytes_atomic(out / path, proto)
         entries[short] = {"path": path, "size": size, "pieces": pieces, "type": kind,
-                          "origin": origin, "fingerprint": fingerprint_of(proto)}
+                          "origin": origin, "fingerprint": vocab_fingerprint(proto)}
     target = entries["tgt"]
     return {"shared": False, **{k: target[k] for k in ("path", "size", "pieces", "type",
                                                        "fingerprint")},
