@@ -431,6 +431,10 @@ LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowpre
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keras", choices=("2", "3"),
+                        help="the Keras tf-nmt's models are built on: 2 (tf_keras, the default) "
+                             "or 3; the same as the environment variable TF_NMT_KERAS, which "
+                             "processes started by horovodrun inherit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prepare-data", help="build the en-de corpus from Debian packages, or "
@@ -616,6 +620,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 2
     args = build_parser().parse_args(argv)
     try:
+        if args.keras:
+            choose_keras(args.keras)
         return args.func(args)
     except KeyboardInterrupt:
         print("tf-nmt: interrupted", file=sys.stderr)
@@ -625,6 +631,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"tf-nmt: error: {err}", file=sys.stderr)
             return 2
         raise
+
+
+def choose_keras(version: str) -> None:
+    """``--keras``: set ``TF_NMT_KERAS`` before tf-nmt's models are first imported (a process
+    that already imported them with the other version cannot switch)."""
+    import os
+
+    compat = sys.modules.get("tf_nmt.compat")
+    if compat is not None and str(compat.KERAS_VERSION) != version:
+        raise UsageError(f"--keras {version}: this process already uses Keras "
+                         f"{compat.KERAS_VERSION} for tf-nmt's models (TF_NMT_KERAS)")
+    os.environ["TF_NMT_KERAS"] = version
 
 
 def _is_user_error(err: Exception) -> bool:

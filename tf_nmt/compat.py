@@ -1,11 +1,57 @@
-"""The one place that imports TensorFlow and Keras 2 for the whole package.
+"""The one place that imports TensorFlow and chooses the Keras that tf-nmt's models are built on.
 
-tf-nmt's layers and models are Keras 2 (``tf_keras``) objects, whichever Keras ``tf.keras`` is
-in the process (Keras 3 on TensorFlow >= 2.16 unless the user set ``TF_USE_LEGACY_KERAS=1``):
-always use ``from tf_nmt.compat import tf, keras``; never ``tf.keras`` or ``import keras``
-(Keras 3 in a default process). Nothing here sets an environment variable.
+tf-nmt serves both Keras versions from one code base (a compatibility layer, not a fork): its
+layers and models use only the API the two share, through ``from tf_nmt.compat import tf, keras``
+(never ``tf.keras`` or ``import keras`` directly). Which one a process uses is chosen once, before
+the first import of tf-nmt's models, by the environment variable ``TF_NMT_KERAS``:
+
+* ``2`` (default): Keras 2, the ``tf_keras`` package, whatever ``tf.keras`` is in the process;
+* ``3``: Keras 3 (``import keras``, TensorFlow backend), so that tf-nmt's layers and models can be
+  put into a user's Keras 3 model and trained with Keras 3's ``model.fit``.
+
+Nothing here sets an environment variable: ``tf.keras`` and ``import keras`` stay what the user's
+process made them. Processes started by ``horovodrun`` inherit the variable.
 """
-import tensorflow as tf
-import tf_keras as keras
+import os
 
-__all__ = ["tf", "keras"]
+import tensorflow as tf
+
+ENV_VAR = "TF_NMT_KERAS"
+_CHOICES = ("2", "3")
+
+KERAS_VERSION = os.environ.get(ENV_VAR, "2").strip() or "2"
+if KERAS_VERSION not in _CHOICES:
+    raise ImportError(f"{ENV_VAR}={KERAS_VERSION!r}: expected 2 (tf_keras, the default) or 3 "
+                      "(Keras 3)")
+KERAS_VERSION = int(KERAS_VERSION)
+
+if KERAS_VERSION == 3:
+    import keras
+    if not keras.__version__.startswith("3.") or keras.backend.backend() != "tensorflow":
+        raise ImportError(f"{ENV_VAR}=3 needs Keras 3 with the TensorFlow backend, got keras "
+                          f"{keras.__version__} on {keras.backend.backend()!r} (KERAS_BACKEND)")
+else:
+    import tf_keras as keras
+
+KERAS3 = KERAS_VERSION == 3
+
+
+def keras_name() -> str:
+    """``"keras 3.x.y"`` or ``"tf_keras 2.x.y"``: what a run records and prints."""
+    return f"{'keras' if KERAS3 else 'tf_keras'} {keras.__version__}"
+
+
+__all__ = ["tf", "keras", "KERAS3", "KERAS_VERSION", "ENV_VAR", "keras_name", "variable_name",
+           "all_layers"]
+
+
+def variable_name(variable) -> str:
+    """A variable's full name without the ``:0`` suffix, the same in both Keras versions
+    (``transformer/encoder_0/attention/qkv/kernel``): Keras 3 keeps it as ``path``."""
+    name = variable.path if KERAS3 else variable.name
+    return name[:-2] if name.endswith(":0") else name
+
+
+def all_layers(model) -> list:
+    """``model`` and every layer inside it, recursively (Keras 3 has no ``submodules``)."""
+    return list(model._flatten_layers(include_self=True, recursive=True))  # noqa: SLF001

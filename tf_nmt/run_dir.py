@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import ENV_VAR, KERAS_VERSION, keras, tf
 from tf_nmt.config import Config, load_config
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, Vocabularies
@@ -111,6 +111,7 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
             raise RunDirError(f"{run.root} has checkpoints but no meta.json; refusing to guess "
                               "what they were trained with")
         return False
+    check_keras(run, saved)
     if languages_of(saved) != languages_of(meta):
         raise RunDirError(
             f"cannot resume {run.root}: it was trained on {'-'.join(languages_of(saved))} but "
@@ -156,7 +157,23 @@ def run_meta(cfg: Config, tokenizer: Tokenizers, world_size: int,
             "source_vocab_fingerprint": vocab.source_fingerprint,
             "source_vocab_size": vocab.source_vocab_size,
             "model_kind": cfg.model.kind, "model_hparams": cfg.model.hparams,
-            "world_size": world_size, "languages": list(languages)}
+            "world_size": world_size, "languages": list(languages), "keras": KERAS_VERSION}
+
+
+def keras_of(meta: Optional[Mapping[str, Any]]) -> int:
+    """The Keras major version a run was trained with (2 for runs from before it was recorded)."""
+    return int((meta or {}).get("keras", 2))
+
+
+def check_keras(run: RunDir, meta: Optional[Mapping[str, Any]] = None) -> None:
+    """RunDirError unless this process's Keras (``TF_NMT_KERAS``) is the one ``run`` was
+    trained with: the two versions name some variables differently in checkpoints (Keras 3's
+    ``Dense`` keeps ``_kernel``), so a checkpoint restores only into its own version's model."""
+    saved = keras_of(run.read_meta() if meta is None else meta)
+    if saved != KERAS_VERSION:
+        raise RunDirError(f"{run.root} was trained with Keras {saved} but this process uses Keras "
+                          f"{KERAS_VERSION}: set {ENV_VAR}={saved} (or pass --keras {saved}) to "
+                          "resume, evaluate, average, export or transfer from it")
 
 
 def save_vocabularies(run: RunDir, tokenizer: Tokenizers) -> None:
@@ -241,6 +258,7 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
     if not run.config_path.is_file():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
     cfg = load_config(run.config_path)
+    check_keras(run)
     vocab = run.vocabularies()
     model = build_initialised_model(cfg.model.kind, vocab.target.vocab_size, cfg.model.hparams,
                                     activation_quantization=from_train_config(cfg.train),

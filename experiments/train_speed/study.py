@@ -92,6 +92,9 @@ VARIANTS: Dict[str, Variant] = {
     "bf16-hvd2x1": Variant([BF16], processes=2),
     "fp32-spe5": Variant([FP32, "train.steps_per_execution=5"]),
     "bf16-spe5": Variant([BF16, "train.steps_per_execution=5"]),
+    # tf-nmt's models on Keras 3 (tf_nmt.compat), against the Keras 2 fp32/bf16 above
+    "k3-fp32": Variant([FP32], {"TF_NMT_KERAS": "3"}),
+    "k3-bf16": Variant([BF16], {"TF_NMT_KERAS": "3"}),
     "onmt-fp32": Variant(peer="fp32"),
     "onmt-bf16": Variant(peer="bf16"),
     "onmt-fp32-tcmalloc": Variant(env={"LD_PRELOAD": TCMALLOC}, peer="fp32"),

@@ -16,7 +16,9 @@ Step counters:
 
 * ``optimizer.iterations`` (the wrapped optimizer's) counts **updates**: with ``k`` passes per
   update it advances once every ``k`` batches. Learning-rate schedules, which the wrapped
-  optimizer evaluates at its own ``iterations``, therefore see update steps;
+  optimizer evaluates at its own ``iterations``, therefore see update steps. With
+  ``count_passes=True`` it advances on every batch instead, as Horovod's Keras 2 wrapper does
+  (schedules and Adam's bias correction then see batch counts);
 * ``optimizer.backward_passes`` counts every ``apply`` call (every batch).
 """
 from __future__ import annotations
@@ -37,6 +39,19 @@ def _dense(grad: Any) -> tf.Tensor:
     return tf.convert_to_tensor(grad) if _is_sparse(grad) else grad
 
 
+class _ById:
+    """A dict by ``id()`` that TensorFlow's checkpoint tracking leaves alone."""
+
+    def __init__(self, items: dict) -> None:
+        self.items = items
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.items
+
+    def __getitem__(self, key: int) -> Any:
+        return self.items[key]
+
+
 @keras.saving.register_keras_serializable(package="horovod_patches")
 class DistributedOptimizer(keras.optimizers.Optimizer):
     """Wrap a Keras 3 ``optimizer`` so that every update uses gradients averaged over all ranks.
@@ -52,12 +67,15 @@ class DistributedOptimizer(keras.optimizers.Optimizer):
             large, for mean-reduced losses and equal batch sizes). Accumulators are dense.
         compression: ``horovod.tensorflow.Compression.none`` (default) or ``.fp16`` for the
             dense allreduce.
+        count_passes: with ``k > 1``, advance ``iterations`` on the ``k - 1`` batches that do
+            not update too (Horovod's Keras 2 semantics: code that counts batches by
+            ``iterations``, e.g. to skip the data a resumed run has seen, works unchanged).
         name: optional name.
     """
 
     def __init__(self, optimizer: keras.optimizers.Optimizer, sparse_as_dense: bool = True,
                  backward_passes_per_step: int = 1, compression: Any = None,
-                 name: Optional[str] = None, **kwargs: Any) -> None:
+                 count_passes: bool = False, name: Optional[str] = None, **kwargs: Any) -> None:
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise TypeError(
                 f"DistributedOptimizer wraps a Keras 3 optimizer (keras.optimizers.Optimizer), "
@@ -80,6 +98,7 @@ class DistributedOptimizer(keras.optimizers.Optimizer):
         self.inner_optimizer = optimizer
         self.sparse_as_dense = bool(sparse_as_dense)
         self.backward_passes_per_step = int(backward_passes_per_step)
+        self.count_passes = bool(count_passes)
         self.compression = compression if compression is not None else hvd.Compression.none
 
     # --- variables ---------------------------------------------------------------------------
@@ -94,8 +113,10 @@ class DistributedOptimizer(keras.optimizers.Optimizer):
         if self.backward_passes_per_step > 1:
             accumulators = [self.add_variable_from_reference(var, name="hvd_accumulator")
                             for var in var_list]
-        # by the identity of the model's variables (train_step passes the same objects)
-        self._accumulator_of = {id(var): acc for var, acc in zip(var_list, accumulators)}
+        # by the identity of the model's variables (train_step passes the same objects); in a
+        # plain holder, since TensorFlow's tracking cannot checkpoint a dict with int keys (the
+        # accumulators themselves are saved as the optimizer's variables)
+        self._accumulator_of = _ById({id(var): acc for var, acc in zip(var_list, accumulators)})
         self.built = True
 
     @property
@@ -185,8 +206,12 @@ class DistributedOptimizer(keras.optimizers.Optimizer):
             for acc in accs:
                 acc.assign(tf.zeros(acc.shape, acc.dtype))
 
+        def skip() -> None:
+            if self.count_passes:
+                self.inner_optimizer.iterations.assign_add(1)
+
         # the counter is the same on every rank, so all ranks run the same collectives
-        tf.cond(tf.equal(self._pass_counter % k, 0), update, lambda: None)
+        tf.cond(tf.equal(self._pass_counter % k, 0), update, skip)
 
     def apply_gradients(self, grads_and_vars: Any) -> Any:
         grads, variables = zip(*grads_and_vars)
@@ -205,6 +230,7 @@ class DistributedOptimizer(keras.optimizers.Optimizer):
             "optimizer": keras.saving.serialize_keras_object(self.inner_optimizer),
             "sparse_as_dense": self.sparse_as_dense,
             "backward_passes_per_step": self.backward_passes_per_step,
+            "count_passes": self.count_passes,
             "compression": "fp16" if self.compression is hvd.Compression.fp16 else "none",
         }
 

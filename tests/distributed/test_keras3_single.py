@@ -52,7 +52,16 @@ CHILD = textwrap.dedent("""
 
     clone = hk.DistributedOptimizer.from_config(opt.get_config())
     assert clone.backward_passes_per_step == 3 and clone.compression is hvd.Compression.fp16
-    assert type(clone.inner_optimizer) is keras.optimizers.Adam
+    assert type(clone.inner_optimizer) is keras.optimizers.Adam and not clone.count_passes
+
+    # count_passes (what tf-nmt's trainer uses): iterations counts batches, as on Keras 2
+    counted = hk.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=3,
+                                      count_passes=True)
+    other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    other.compile(optimizer=counted, loss="mse", jit_compile=False)
+    other.fit(x, y, batch_size=2, epochs=1, verbose=0)
+    assert int(counted.backward_passes) == 6 and int(counted.iterations) == 6, counted.iterations
+    assert hk.DistributedOptimizer.from_config(counted.get_config()).count_passes
 
     model.save(PATH)
     loaded = keras.models.load_model(PATH)

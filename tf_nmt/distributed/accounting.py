@@ -66,7 +66,7 @@ def slice_bytes(rows: int, row_elements: int, value_dtype: str = "float32",
 def variables_bytes(variables: Iterable[Any]) -> int:
     """Bytes of one dense copy of ``variables`` (or anything with a static ``shape``/``dtype``):
     what a dense allreduce of their gradients, or one parameter average, hands to Horovod."""
-    return sum(tensor_bytes(v.shape.as_list(), v.dtype.name) for v in variables)
+    return sum(tensor_bytes([int(d) for d in v.shape], tf.as_dtype(v.dtype).name) for v in variables)
 
 
 def graph_tensors_bytes(tensors: Iterable[tf.Tensor]) -> tf.Tensor:

@@ -9,7 +9,16 @@ from tf_nmt.distributed.context import DistContext
 def broadcast_variables(variables: Iterable[Any], ctx: DistContext, root_rank: int = 0) -> None:
     """Overwrite ``variables`` on every rank with rank ``root_rank``'s values."""
     if ctx.distributed:
-        ctx.hvd.broadcast_variables(list(variables), root_rank=root_rank)
+        ctx.hvd.broadcast_variables([_tf_variable(v) for v in variables], root_rank=root_rank)
+
+
+def _tf_variable(variable: Any) -> Any:
+    """The ``tf.Variable`` behind ``variable``: a Keras 3 variable is not one but holds one
+    (``.value``); Horovod's broadcast passes its variables to a ``tf.function``, which would
+    receive a Keras 3 variable as a read-only tensor."""
+    from tf_nmt.compat import tf  # noqa: PLC0415
+
+    return variable if isinstance(variable, tf.Variable) else variable.value
 
 
 def chief_value(value: int, ctx: DistContext, name: str) -> int:

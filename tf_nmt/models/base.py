@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.models.activation_quant import ActivationQuantization, aq_config
 
 # Fixed project-wide (they match tf_nmt.data.tokenizer; repeated here so that the models do not
@@ -58,6 +58,24 @@ class Seq2SeqModel(keras.Model):
     @classmethod
     def from_config(cls, config: Dict[str, Any], custom_objects=None):
         return cls(**config)
+
+    if KERAS3:
+        def __setattr__(self, name: str, value: Any) -> None:
+            """Keras 3 tracks a list of layers for its own saving only: a ``tf.train.Checkpoint``
+            of the model alone would miss the layers in it (evaluation and export would restore
+            nothing into them, silently). Track such a list for TensorFlow too, under its
+            attribute name (``encoder_layers/0/...`` in the object graph, as Keras 2 does)."""
+            super().__setattr__(name, value)
+            if (isinstance(value, list) and value and not name.startswith("_")
+                    and all(isinstance(v, keras.layers.Layer) for v in value)):
+                self._track_trackable(tf.__internal__.tracking.wrap(list(value)), name=name,
+                                      overwrite=True)
+
+        @property
+        def _default_save_signature(self):
+            """None: an export brings its own signatures (Keras 3 would otherwise trace a
+            ``serving_default`` with float inputs when the model is saved inside a module)."""
+            return None
 
     def encode(self, source: tf.Tensor, training: bool = False) -> State:
         raise NotImplementedError

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Optional
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.models.kernels import KERNEL_SETTINGS, current, resolve_kernel, use_kernels
 
 DROPOUT_KERNELS = KERNEL_SETTINGS
@@ -45,8 +45,8 @@ class SeededDropout(keras.layers.Dropout):
     def call(self, inputs, training=None):
         if self.rate == 0:
             return tf.identity(inputs)
-        if training is None:
-            training = keras.backend.learning_phase()
+        if training is None:  # Keras 3 passes the outer call's flag down; no global phase
+            training = False if KERAS3 else keras.backend.learning_phase()
 
         def dropped():
             from tf_nmt.ops.dropout import seeded_dropout

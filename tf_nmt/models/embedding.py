@@ -41,12 +41,14 @@ class SharedEmbedding(keras.layers.Layer):
 
     def build(self, input_shape=None) -> None:
         init = keras.initializers.RandomNormal(stddev=self.dim ** -0.5)
-        self.embeddings = self.add_weight("embeddings", [self.vocab_size, self.dim], initializer=init)
+        self.embeddings = self.add_weight(name="embeddings", shape=[self.vocab_size, self.dim],
+                                          initializer=init)
         self.output_embeddings = (  # its own initializer instance: a reused one repeats values
             self.embeddings if self.tie_output else self.add_weight(
-                "output_embeddings", [self.vocab_size, self.dim],
+                name="output_embeddings", shape=[self.vocab_size, self.dim],
                 initializer=keras.initializers.RandomNormal(stddev=self.dim ** -0.5)))
-        self.bias = (self.add_weight("output_bias", [self.vocab_size], initializer="zeros")
+        self.bias = (self.add_weight(name="output_bias", shape=[self.vocab_size],
+                                     initializer="zeros")
                      if self.output_bias else None)
         super().build(input_shape)
 

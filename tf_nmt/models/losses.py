@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.models.base import PAD_ID
 from tf_nmt.models.kernels import KERNEL_SETTINGS, resolve_kernel
 
@@ -114,7 +114,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID, kernel: str = "auto",
                  name: str = "label_smoothed_cross_entropy") -> None:
-        super().__init__(reduction=keras.losses.Reduction.SUM, name=name)
+        super().__init__(reduction="sum", name=name)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
         self.smoothing, self.pad_id = float(smoothing), int(pad_id)
@@ -124,6 +124,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         loss_sum, n_tokens = label_smoothed_nll(y_true, y_pred, self.smoothing, self.pad_id,
                                                 self.kernel)
         return loss_sum / tf.maximum(n_tokens, 1.0)
+
+    if KERAS3:
+        def __call__(self, y_true, y_pred, sample_weight=None):
+            """Keras 3's ``Loss.__call__`` would cast the labels and the (bfloat16, for the fused
+            kernel) logits to float32 first; ``call`` already returns the reduced token mean."""
+            if sample_weight is not None:
+                raise ValueError("LabelSmoothedCrossEntropy takes no sample_weight: pad tokens "
+                                 "are masked by the labels")
+            with tf.name_scope(self.name):
+                return self.call(y_true, y_pred)
 
     def get_config(self):
         return {"smoothing": self.smoothing, "pad_id": self.pad_id, "kernel": self.kernel,
@@ -136,7 +146,7 @@ class TokenCount(keras.metrics.Metric):
     def __init__(self, pad_id: int = PAD_ID, name: str = "tokens", **kwargs) -> None:
         super().__init__(name=name, **kwargs)
         self.pad_id = pad_id
-        self.total = self.add_weight("total", initializer="zeros")
+        self.total = self.add_weight(name="total", shape=(), initializer="zeros")
 
     def update_state(self, y_true: tf.Tensor, y_pred: Optional[tf.Tensor] = None, sample_weight=None):
         count = tf.reduce_sum(tf.cast(tf.not_equal(tf.cast(y_true, tf.int32), self.pad_id), tf.float32))
@@ -165,8 +175,8 @@ class MaskedAccuracy(keras.metrics.Metric):
         super().__init__(name=name, **kwargs)
         self.pad_id = pad_id
         self.kernel = resolve_loss_kernel(kernel)
-        self.correct = self.add_weight("correct", initializer="zeros")
-        self.count = self.add_weight("count", initializer="zeros")
+        self.correct = self.add_weight(name="correct", shape=(), initializer="zeros")
+        self.count = self.add_weight(name="count", shape=(), initializer="zeros")
 
     def update_state(self, y_true: tf.Tensor, y_pred: tf.Tensor, sample_weight=None):
         y_true = tf.cast(y_true, tf.int32)

@@ -50,7 +50,7 @@ class BahdanauAttention(LuongAttention):
         self.query_proj = QuantDense(units, self.activation_quantization, name="query")
 
     def build(self, input_shape=None) -> None:
-        self.v = self.add_weight("v", [self.units],
+        self.v = self.add_weight(name="v", shape=[self.units],
                                  initializer=keras.initializers.RandomUniform(-0.1, 0.1))
         super().build(input_shape)
 

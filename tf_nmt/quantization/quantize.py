@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tf_nmt import ops
-from tf_nmt.compat import tf
+from tf_nmt.compat import tf, variable_name
 from tf_nmt.quantization.codec import decode_np
 from tf_nmt.quantization.packing import packed_size
 from tf_nmt.quantization.policy import QuantPolicy
@@ -75,7 +75,7 @@ def quantize_weights(names: Sequence[str], arrays: Sequence[np.ndarray],
 
 def model_weights(model) -> Tuple[List[str], List[np.ndarray]]:
     """Names and values of all of a model's variables, in ``model.weights`` order."""
-    return [w.name for w in model.weights], [w.numpy() for w in model.weights]
+    return [variable_name(w) for w in model.weights], [w.numpy() for w in model.weights]
 
 
 def quantize_model(model, policy: QuantPolicy) -> List[TensorEntry]:
@@ -90,7 +90,8 @@ def assign_entries(model, entries: Sequence[TensorEntry], policy: QuantPolicy) -
 
 def _plain(name: str) -> str:
     """A variable name without Keras's uniquifying ``_N`` suffixes (``dense_3/kernel`` -> ``dense/kernel``)."""
-    return re.sub(r"_\d+(?=[/:])", "", name)
+    name = name[:-2] if name.endswith(":0") else name  # packed before names dropped it
+    return re.sub(r"_\d+(?=/|$)", "", name)
 
 
 def check_matches(model, entries: Sequence[TensorEntry]) -> None:
@@ -100,7 +101,7 @@ def check_matches(model, entries: Sequence[TensorEntry]) -> None:
         raise ValueError(f"the packed model has {len(entries)} tensors but this model has "
                          f"{len(weights)} variables (different architecture?)")
     for w, e in zip(weights, entries):
-        if tuple(w.shape) != e.shape or _plain(w.name) != _plain(e.name):
+        if tuple(w.shape) != e.shape or _plain(variable_name(w)) != _plain(e.name):
             raise ValueError(f"packed tensor {e.name} {list(e.shape)} does not match model variable "
                              f"{w.name} {list(w.shape)} (different architecture?)")
 

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Dict
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import USAGE, check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
@@ -41,6 +41,8 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     """Train ``cfg.train.train_steps`` *updates* (``k`` pushes each, a push being the mean of
     ``n_push`` worker gradients); returns the report. The server's counters are logged every
     ``progress_every`` seconds (0: only at the end)."""
+    if KERAS3:
+        raise ConfigError(f"tf-nmt train-async runs on Keras 2 only ({ENV_VAR}=2, the default)")
     run = RunDir(Path(run_dir))
     if run.meta_path.exists() or run.has_checkpoint():
         raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")

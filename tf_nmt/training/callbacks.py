@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.errors import UserError
 
 
@@ -17,10 +17,15 @@ class DivergenceError(UserError, RuntimeError):
 
 
 def _current_lr(optimizer) -> float:
-    lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
+    """The learning rate of the step just taken (``iterations - 1``)."""
+    if KERAS3:  # its ``learning_rate`` is already a value, at ``iterations``: take the schedule
+        optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # Horovod / loss scaling
+        lr = optimizer._learning_rate
+    else:
+        lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
     if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
         lr = lr(optimizer.iterations - 1)
-    return float(keras.backend.get_value(lr)) if not isinstance(lr, float) else lr
+    return float(lr.numpy()) if hasattr(lr, "numpy") else float(lr)
 
 
 PROGRESS_LOG = "progress.jsonl"  # the machine-readable progress log, in the run directory

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from tf_nmt import distributed
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
@@ -354,6 +354,9 @@ def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None],
 
 def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
     """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
+    if KERAS3:
+        raise UsageError(f"tf-nmt train --elastic runs on Keras 2 only ({ENV_VAR}=2, the default): "
+                         "Horovod's elastic Keras state is tf_keras")
     plan = validate_config(cfg, mode="train-elastic")
     check_elastic_config(cfg)
     if os.environ.get("HOROVOD_ELASTIC") != "1":

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence, Tuple
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 
 BF16_MIN_CAPABILITY = (8, 0)  # Ampere: first GPUs with bfloat16 tensor cores
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -61,6 +61,10 @@ def wrap_optimizer(optimizer, policy: str):
     """``optimizer`` in a dynamic ``LossScaleOptimizer`` when ``policy`` needs it, else unchanged."""
     if not needs_loss_scaling(policy):
         return optimizer
+    if KERAS3:  # Keras 3's is always dynamic
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            return optimizer
+        return keras.optimizers.LossScaleOptimizer(optimizer)
     if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
         return optimizer
     return keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)

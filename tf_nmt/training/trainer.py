@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from tf_nmt import distributed
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
@@ -139,11 +139,21 @@ def validate_config(cfg: Config, mode: str = "train") -> TrainPlan:
     check_jit_compile(t)
     check_steps_per_execution(t)
     check_ema(t)
+    check_keras_support(t)
     kernels = runtime.resolve_kernels(t)
     return TrainPlan(comm=settings, activation_quantization=quant,
                      loss_kernel=kernels["loss"][0], dropout_kernel=kernels["dropout"][0],
                      norm_kernel=kernels["norm"][0],
                      kernel_fallbacks={name: why for name, (_k, why) in kernels.items() if why})
+
+
+def check_keras_support(t: TrainConfig) -> None:
+    """ConfigError for what tf-nmt does not run on Keras 3 yet (``TF_NMT_KERAS=3``): GradDrop's
+    gradient exchange is a tf_keras (OptimizerV2) optimizer subclass."""
+    if KERAS3 and t.comm == "graddrop":
+        raise ConfigError(f"train.comm=graddrop runs on Keras 2 only ({ENV_VAR}=2, the default): "
+                          "its exchange is a tf_keras optimizer; on Keras 3 use dense, "
+                          "sparse_as_dense, fedavg or bmuf")
 
 
 def check_jit_compile(t: TrainConfig) -> None:
@@ -427,7 +437,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     # Keras runs several steps per call only over data of known size: count the dev batches.
     dev_steps = (int(dev_ds.reduce(0, lambda count, _batch: count + 1))
                  if t.steps_per_execution > 1 else None)
-    history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs,
+    history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs, shuffle=False,
                         initial_epoch=resumed_from // cycle, validation_data=dev_ds,
                         validation_steps=dev_steps, callbacks=callbacks, verbose=0)
     if guard.error is not None:

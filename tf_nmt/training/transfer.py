@@ -26,12 +26,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import sentencepiece as spm
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import all_layers, keras, tf, variable_name
 from tf_nmt.config import Config, load_config
 from tf_nmt.errors import UserError
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SubwordTokenizer
 from tf_nmt.models.embedding import SharedEmbedding
-from tf_nmt.run_dir import RunDir, build_initialised_model
+from tf_nmt.run_dir import RunDir, build_initialised_model, check_keras
 from tf_nmt.utils.io import write_json_atomic
 
 STRATEGIES = ("token-match", "exclude", "random", "frequency")
@@ -131,14 +131,14 @@ def embedding_row_map(parent_proto: bytes, child_proto: bytes, strategy: str,
 def vocab_variables(model: keras.Model) -> List[tf.Variable]:
     """The model's vocabulary-indexed variables (shared embedding matrix and output bias)."""
     found: List[tf.Variable] = []
-    for layer in model.submodules:
+    for layer in all_layers(model):
         if isinstance(layer, SharedEmbedding):
             found += list(layer.weights)
     return found
 
 
 def _name(var: tf.Variable) -> str:
-    return var.name.split(":")[0]
+    return variable_name(var)
 
 
 def pair_variables(parent: keras.Model, child: keras.Model
@@ -177,7 +177,7 @@ def transfer_weights(parent: keras.Model, child: keras.Model, rows: np.ndarray) 
             fresh = c.numpy()
             fresh[mapped] = value[rows[mapped]]
             value = fresh
-        c.assign(value.astype(c.dtype.as_numpy_dtype))
+        c.assign(value.astype(tf.as_dtype(c.dtype).as_numpy_dtype))
     return len(pairs)
 
 
@@ -199,6 +199,7 @@ def prepare_parent(ref: ParentRef, child_vocab_proto: bytes, model_kind: str,
     check_strategy(strategy)
     parent_run = RunDir(ref.run_dir)
     parent_cfg = load_config(parent_run.config_path)
+    check_keras(parent_run)
     if parent_cfg.model.kind != model_kind:
         raise TransferError(f"parent {ref.run_dir} is a {parent_cfg.model.kind} model but this "
                             f"run trains a {model_kind}")

@@ -28,7 +28,7 @@ class ModelAverage:
         self._fn = tf.function(self._sync)
 
     def _sync(self) -> None:
-        means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
+        means = _mean_over_ranks(self.ctx, [tf.convert_to_tensor(v) for v in self.variables])
         for var, mean in zip(self.variables, means):
             var.assign(mean)
 
@@ -57,18 +57,18 @@ class BlockUpdate(ModelAverage):
         self.momentum, self.block_lr, self.nesterov = block_momentum, block_lr, nesterov
         super().__init__(variables, ctx)
         self.state = tf.Module(name="bmuf")
-        self.state.global_params = [tf.Variable(v.read_value(), trainable=False)
+        self.state.global_params = [tf.Variable(tf.convert_to_tensor(v), trainable=False)
                                     for v in self.variables]
         self.state.delta = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
 
     def reset(self) -> None:
         """W ← the current parameters, Δ ← 0 (the start of a fresh run)."""
         for var, w, delta in zip(self.variables, self.state.global_params, self.state.delta):
-            w.assign(var.read_value())
+            w.assign(tf.convert_to_tensor(var))
             delta.assign(tf.zeros_like(delta))
 
     def _sync(self) -> None:
-        means = _mean_over_ranks(self.ctx, [v.read_value() for v in self.variables])
+        means = _mean_over_ranks(self.ctx, [tf.convert_to_tensor(v) for v in self.variables])
         for var, mean, w, delta in zip(self.variables, means, self.state.global_params,
                                        self.state.delta):
             start = w + self.momentum * delta if self.nesterov else w  # where this block began

@@ -31,7 +31,8 @@ def _compression(compression: CompressionArg) -> Any:
 
 def horovod_optimizer(opt: Any, ctx: DistContext, sparse_as_dense: bool,
                       backward_passes_per_step: int = 1, compression: CompressionArg = None) -> Any:
-    """Horovod ``DistributedOptimizer`` around a tf_keras optimizer (``opt`` itself when
+    """Horovod's ``DistributedOptimizer`` around a tf_keras optimizer, or
+    :class:`horovod_patches.keras3.DistributedOptimizer` around a Keras 3 one (``opt`` itself when
     single-process and ``backward_passes_per_step == 1``).
 
     ``sparse_as_dense`` densifies embedding gradients (IndexedSlices) so they are averaged with
@@ -45,6 +46,16 @@ def horovod_optimizer(opt: Any, ctx: DistContext, sparse_as_dense: bool,
     if ctx.hvd is None:
         raise ValueError("backward_passes_per_step > 1 needs Horovod's gradient aggregation: "
                          "initialise with tf_nmt.distributed.init(enabled=True)")
+    from tf_nmt.compat import KERAS3  # noqa: PLC0415
+
+    if KERAS3:
+        from horovod_patches.keras3 import DistributedOptimizer  # noqa: PLC0415
+
+        # count_passes: ``iterations`` counts batches, as Horovod's Keras 2 wrapper does, so
+        # train.train_steps, the resume's data skip and checkpoint steps mean the same in both
+        return DistributedOptimizer(opt, sparse_as_dense=sparse_as_dense,
+                                    backward_passes_per_step=backward_passes_per_step,
+                                    compression=_compression(compression), count_passes=True)
     from horovod_patches.keras import distributed_optimizer  # noqa: PLC0415 - optional dependency
 
     return distributed_optimizer(opt, sparse_as_dense=sparse_as_dense,
@@ -75,6 +86,13 @@ def horovod_callbacks(ctx: DistContext, broadcast: bool = True, average_metrics:
     """
     if not ctx.distributed:
         return []
+    from tf_nmt.compat import KERAS3  # noqa: PLC0415
+
+    if KERAS3:
+        from horovod_patches import keras3  # noqa: PLC0415
+
+        return ([keras3.BroadcastInitialState(root_rank)] if broadcast else []) + \
+            ([keras3.MetricAverage()] if average_metrics else [])
     from horovod_patches.keras import import_horovod_keras  # noqa: PLC0415 - optional dependency
 
     hvd_keras = import_horovod_keras()
