@@ -92,13 +92,14 @@ VARIANTS: Dict[str, Variant] = {
     "bf16-hvd2x1": Variant([BF16], processes=2),
     "fp32-spe5": Variant([FP32, "train.steps_per_execution=5"]),
     "bf16-spe5": Variant([BF16, "train.steps_per_execution=5"]),
-    # tf-nmt's models on Keras 3 (tf_nmt.compat), against the Keras 2 fp32/bf16 above
+    # tf-nmt's models on Keras 3 (tf_nmt.compat); each also reported against its Keras 2 twin
     "k3-fp32": Variant([FP32], {"TF_NMT_KERAS": "3"}),
     "k3-bf16": Variant([BF16], {"TF_NMT_KERAS": "3"}),
     "onmt-fp32": Variant(peer="fp32"),
     "onmt-bf16": Variant(peer="bf16"),
     "onmt-fp32-tcmalloc": Variant(env={"LD_PRELOAD": TCMALLOC}, peer="fp32"),
 }
+KERAS3_PREFIX = "k3-"  # k3-X: variant X with tf-nmt's models on Keras 3 (summarise: x_keras2)
 NEEDS_TCMALLOC = ("fp32-tcmalloc", "bf16-tcmalloc", "onmt-fp32-tcmalloc")
 
 
@@ -252,7 +253,9 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
                for key in ("tgt_tok_per_s", "s_per_step", "cores_busy")}
         if all("train_cores_busy" in r for r in rounds):
             row["train_cores_busy"] = statistics.median(r["train_cores_busy"] for r in rounds)
-        for ref, label in ((BASELINE, "x_fp32"), (PEER, "x_onmt_fp32")):
+        # a Keras 3 variant (k3-X) also against its Keras 2 twin (X), round by round
+        keras2 = name[len(KERAS3_PREFIX):] if name.startswith(KERAS3_PREFIX) else None
+        for ref, label in ((BASELINE, "x_fp32"), (PEER, "x_onmt_fp32"), (keras2, "x_keras2")):
             if ref in samples and len(samples[ref]) == len(rounds):
                 row[label] = statistics.median(r["tgt_tok_per_s"] / b["tgt_tok_per_s"]
                                                for r, b in zip(rounds, samples[ref]))
@@ -263,12 +266,14 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """The variants as a Markdown table."""
     lines = ["| variant | target tok/s | s/step | cores busy (process / timed steps) | x fp32 "
-             "| x OpenNMT-tf fp32 |", "|---|---|---|---|---|---|"]
+             "| x OpenNMT-tf fp32 | x Keras 2 |", "|---|---|---|---|---|---|---|"]
     for name, row in summary.items():
-        ratios = [f"{row[k]:.2f}" if k in row else "-" for k in ("x_fp32", "x_onmt_fp32")]
+        ratios = [f"{row[k]:.2f}" if k in row else "-"
+                  for k in ("x_fp32", "x_onmt_fp32", "x_keras2")]
         timed = f"{row['train_cores_busy']:.2f}" if "train_cores_busy" in row else "-"
         lines.append(f"| {name} | {row['tgt_tok_per_s']:,.0f} | {row['s_per_step']:.3f} | "
-                     f"{row['cores_busy']:.2f} / {timed} | {ratios[0]} | {ratios[1]} |")
+                     f"{row['cores_busy']:.2f} / {timed} | {ratios[0]} | {ratios[1]} | "
+                     f"{ratios[2]} |")
     return "\n".join(lines)
 
 

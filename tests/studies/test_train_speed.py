@@ -66,9 +66,21 @@ def test_ratios_are_medians_of_per_round_ratios():
     assert summary["bf16"]["x_fp32"] == pytest.approx(1.5)  # 1.5, 1.3, 1.6
     assert summary["fp32"]["x_onmt_fp32"] == pytest.approx(0.8)
     assert summary["bf16"]["tgt_tok_per_s"] == 160
-    assert "| bf16 | 160 | 1.000 | 1.50 / 1.90 | 1.50 | 1.20 |" in bench.format_table(summary)
+    assert "| bf16 | 160 | 1.000 | 1.50 / 1.90 | 1.50 | 1.20 | - |" in bench.format_table(summary)
     summary["bf16"].pop("train_cores_busy")
-    assert "| bf16 | 160 | 1.000 | 1.50 / - | 1.50 | 1.20 |" in bench.format_table(summary)
+    assert "| bf16 | 160 | 1.000 | 1.50 / - | 1.50 | 1.20 | - |" in bench.format_table(summary)
+
+
+def test_keras3_variants_are_also_compared_with_their_keras2_twin_round_by_round():
+    def rounds(*tok):
+        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
+
+    summary = bench.summarise({"fp32": rounds(100, 200, 100), "k3-fp32": rounds(90, 210, 99),
+                               "bf16": rounds(150, 260, 160), "k3-bf16": rounds(120, 260, 170)})
+    assert summary["k3-fp32"]["x_keras2"] == pytest.approx(0.99)  # 0.90, 1.05, 0.99
+    assert summary["k3-bf16"]["x_keras2"] == pytest.approx(1.0)  # 0.80, 1.00, 1.0625
+    assert "x_keras2" not in summary["bf16"] and "x_keras2" not in summary["fp32"]
+    assert bench.format_table(summary).splitlines()[-1].endswith("| - | 1.00 |")
 
 
 @pytest.mark.parametrize("argv, message", [
