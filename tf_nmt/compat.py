@@ -37,12 +37,9 @@ KERAS3 = KERAS_VERSION == 3
 
 
 def keras_name() -> str:
-    """``"keras 3.x.y"`` or ``"tf_keras 2.x.y"``: what a run records and prints."""
+    """``"keras 3.x.y"`` or ``"tf_keras 2.x.y"``, for reports (the Keras 3 test workers record it;
+    a run's meta.json records ``KERAS_VERSION``)."""
     return f"{'keras' if KERAS3 else 'tf_keras'} {keras.__version__}"
-
-
-__all__ = ["tf", "keras", "KERAS3", "KERAS_VERSION", "ENV_VAR", "keras_name", "variable_name",
-           "all_layers"]
 
 
 def variable_name(variable) -> str:
@@ -55,3 +52,7 @@ def variable_name(variable) -> str:
 def all_layers(model) -> list:
     """``model`` and every layer inside it, recursively (Keras 3 has no ``submodules``)."""
     return list(model._flatten_layers(include_self=True, recursive=True))  # noqa: SLF001
+
+
+__all__ = ["tf", "keras", "KERAS3", "KERAS_VERSION", "ENV_VAR", "keras_name", "variable_name",
+           "all_layers"]

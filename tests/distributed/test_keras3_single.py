@@ -67,6 +67,17 @@ CHILD = textwrap.dedent("""
     loaded = keras.models.load_model(PATH)
     assert isinstance(loaded.optimizer, hk.DistributedOptimizer)
     assert int(loaded.optimizer.iterations) == 2
+
+    # tf-nmt's logged learning rate: the schedule of the innermost optimizer, at the step just
+    # taken, through loss scaling around Horovod's wrapper (whose own rate is a 0.0 placeholder)
+    import os
+    os.environ["TF_NMT_KERAS"] = "3"
+    from tf_nmt.training.callbacks import _current_lr
+    sched = keras.optimizers.schedules.PiecewiseConstantDecay([1], [0.3, 0.7])
+    inner = keras.optimizers.SGD(sched)
+    nested = keras.optimizers.LossScaleOptimizer(hk.DistributedOptimizer(inner))
+    inner.iterations.assign(3)
+    assert abs(_current_lr(nested) - 0.7) < 1e-6, _current_lr(nested)
     print("OK")
 """)
 

@@ -19,7 +19,8 @@ class DivergenceError(UserError, RuntimeError):
 def _current_lr(optimizer) -> float:
     """The learning rate of the step just taken (``iterations - 1``)."""
     if KERAS3:  # its ``learning_rate`` is already a value, at ``iterations``: take the schedule
-        optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # Horovod / loss scaling
+        while hasattr(optimizer, "inner_optimizer"):  # loss scaling around Horovod around Adam
+            optimizer = optimizer.inner_optimizer
         lr = optimizer._learning_rate
     else:
         lr = optimizer.learning_rate if hasattr(optimizer, "learning_rate") else optimizer.lr
