@@ -19,7 +19,7 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
 from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
 from tf_nmt.errors import UsageError, UserError
-from tf_nmt.export import SERVING_CHUNK_SIZE
+from tf_nmt.export import EXPORT_WEIGHTS_RECORD, SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator
 from tf_nmt.utils.io import write_json_atomic, write_text_atomic
 
@@ -424,7 +424,6 @@ def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> 
 
 WEIGHTS_HELP = ("which weights of the checkpoint: raw (default, the trained weights) or ema "
                 "(their moving average, kept by runs trained with train.ema_decay > 0)")
-EXPORT_WEIGHTS_RECORD = "tf_nmt_weights.json"  # in a SavedModel export: which weights it holds
 LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowprec, 4-bit codes; "
                 "needs a run trained with train.quantize_activations_bits=4 and the tf_nmt op library)")
 
@@ -597,9 +596,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=None,
                    help=f"training time budget (default {QUICKSTART_MINUTES:g}: the whole job "
                         "stays under ~60 min on 2 cores)")
-    p.add_argument("--average-last", type=int, default=QUICKSTART_AVERAGE_LAST, metavar="K",
-                   help="score and export the average of the last K checkpoints (default "
-                        f"{QUICKSTART_AVERAGE_LAST}; 1: the last checkpoint alone)")
+    p.add_argument("--average-last", type=int, default=None, metavar="K",
+                   help="score and export the average of the last K checkpoints (1: the last "
+                        "checkpoint alone; default: "
+                        f"{QUICKSTART_AVERAGE_LAST['ema']} where the run keeps a weight EMA, "
+                        f"as the quickstart Transformer does, else {QUICKSTART_AVERAGE_LAST['raw']})")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--fresh", action="store_true",
                    help="when --run-dir already holds a run, train a new one in "

@@ -196,9 +196,9 @@ def _build_usage() -> Dict[str, Usage]:
         modes = SYNC if key in _ASYNC_OFF else ALL
         off = _ASYNC_OFF.get(key, "")
         if key == "ema_decay":
-            modes, off = frozenset({"train"}), (
-                "weight EMA is kept by tf-nmt train only (elastic resets would not roll it back, "
-                "train-async has no per-step callbacks, quickstart scores the raw weights)")
+            modes, off = frozenset({"train", "quickstart"}), (
+                "weight EMA is kept by tf-nmt train and quickstart only (elastic resets would not "
+                "roll it back, train-async has no per-step callbacks)")
         if key in ELASTIC_KEYS:
             modes, off = frozenset({"train-elastic"}), (
                 "it is used only by elastic training (tf-nmt train --elastic under horovodrun "

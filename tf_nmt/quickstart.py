@@ -14,13 +14,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES, QUICKSTART_PRECISIONS,
-                           Config, load_config, preset)
+from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_EMA_DECAY, QUICKSTART_MINUTES,
+                           QUICKSTART_PRECISIONS, Config, load_config, preset)
 from tf_nmt.config_usage import check_given
 from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
+from tf_nmt.export import EXPORT_WEIGHTS_RECORD
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
 from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
 from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
@@ -43,17 +44,18 @@ SAMPLE_SENTENCES = ["Open the file.", "Click the OK button to close the dialog."
                     "I don't know what you mean.", "The table has three columns."]
 
 
-def average_last_checkpoints(run_dir: Path, k: int) -> Dict[str, Any]:
-    """Average the run's last ``k`` checkpoints (or as many as it saved) into
-    ``run_dir/averaged``; ``checkpoint`` is None when there is one checkpoint to use alone."""
+def average_last_checkpoints(run_dir: Path, k: int, weights: str = "raw") -> Dict[str, Any]:
+    """Average the ``weights`` (``raw`` or ``ema``) of the run's last ``k`` checkpoints (or as
+    many as it saved) into ``run_dir/averaged``, which holds them as its model weights;
+    ``checkpoint`` is None when there is one checkpoint to use alone."""
     run = RunDir(run_dir)
     prefixes = list_checkpoints(run.checkpoints)[-k:]
     if len(prefixes) < 2:
         return {"checkpoint": None, "prefixes": prefixes}
     model, _, _ = load_trained_model(run_dir)
-    checkpoint = average_checkpoints(model, prefixes, run.root / "averaged")
-    print(f"averaged the last {len(prefixes)} checkpoints ({', '.join(Path(p).name for p in prefixes)})"
-          f" into {checkpoint}")
+    checkpoint = average_checkpoints(model, prefixes, run.root / "averaged", weights=weights)
+    print(f"averaged the {weights} weights of the last {len(prefixes)} checkpoints "
+          f"({', '.join(Path(p).name for p in prefixes)}) into {checkpoint}")
     return {"checkpoint": checkpoint, "prefixes": prefixes}
 
 
@@ -108,8 +110,11 @@ QUICKSTART_OVERSAMPLE: Dict[str, int] = {"ding": 3}
 # minutes (experiments/quickstart/results/quickstart_pilots.json, third entry) dev loss 3.82 against 3.91, test BLEU
 # 8.10 against 7.34, dev BLEU level (7.93). The presets keep 4,096: the studies and the speed
 # benchmark against OpenNMT-tf measure that batch.
+# The Transformer also keeps an EMA of its weights, which the quickstart scores and exports
+# (QUICKSTART_EMA_DECAY: why). gnmt-small does not: EMA was not measured on the LSTM.
 QUICKSTART_RECIPE: Dict[str, List[str]] = {
-    "quickstart": ["data.batch_tokens=2048", "train.warmup_steps=600", "train.steps_per_cycle=500"],
+    "quickstart": ["data.batch_tokens=2048", "train.warmup_steps=600", "train.steps_per_cycle=500",
+                   f"train.ema_decay={QUICKSTART_EMA_DECAY}"],
 }
 
 
@@ -133,6 +138,12 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
     return load_config(None, list(overrides or []), base=recipe)
 
 
+def scored_weights(cfg: Config) -> str:
+    """The weights the quickstart scores and exports: ``ema`` where the run keeps an EMA
+    (``train.ema_decay`` > 0), else ``raw``."""
+    return "ema" if cfg.train.ema_decay > 0 else "raw"
+
+
 def sets(overrides: Optional[List[str]], dotted: str) -> bool:
     """Whether ``overrides`` (``section.key=value`` items, as :func:`load_config` reads them) set
     ``dotted``: an option that has a flag of its own too must be given once."""
@@ -144,15 +155,17 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
                    minutes: Optional[float] = None, overrides: Optional[List[str]] = None,
                    debs_dir: Optional[Path] = None, fresh: bool = False,
                    preset_name: str = "quickstart", precision: str = "auto",
-                   average_last: int = QUICKSTART_AVERAGE_LAST) -> Dict[str, Any]:
-    """Prepare data, train a new run (see :func:`new_run_dir`), average its last checkpoints,
-    evaluate, export, check the export in a fresh process and write the record to
+                   average_last: Optional[int] = None) -> Dict[str, Any]:
+    """Prepare data, train a new run (see :func:`new_run_dir`), evaluate its last checkpoint's
+    weights (:func:`scored_weights`: the EMA where the run keeps one) or their average over the
+    last checkpoints, export them, check the export in a fresh process and write the record to
     ``results_path`` (None: ``quickstart.json`` in the new run directory).
     ``preset_name``: the model and recipe (``quickstart``, the Transformer; ``gnmt-small``, the
     LSTM, for the same budget). ``precision``: ``auto`` times float32 and mixed bfloat16 steps
     on this machine first and trains with the faster (:mod:`tf_nmt.training.autotune`), or
     ``float32``/``bfloat16``. ``average_last``: score and export the average of the last K
-    checkpoints (fewer where the run saved fewer; 1: the last checkpoint alone). ``minutes``: the
+    checkpoints (fewer where the run saved fewer; 1: the last checkpoint alone; None:
+    ``QUICKSTART_AVERAGE_LAST`` for the scored weights). ``minutes``: the
     training time budget (None: ``QUICKSTART_MINUTES``; or ``--set`` it, not both)."""
     if precision not in QUICKSTART_PRECISIONS:
         raise UsageError(f"--precision {precision!r}: use one of {', '.join(QUICKSTART_PRECISIONS)}")
@@ -167,6 +180,9 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
     if cfg.train.time_budget_minutes <= 0 and cfg.train.train_steps == UNCAPPED_STEPS:
         raise UsageError("no time budget and no step limit: give --minutes M > 0, or a step "
                          "limit with --set train.train_steps=N")
+    weights = scored_weights(cfg)
+    if average_last is None:  # the default, at most the checkpoints the run keeps
+        average_last = min(QUICKSTART_AVERAGE_LAST[weights], cfg.train.keep_checkpoints)
     if not 1 <= average_last <= cfg.train.keep_checkpoints:
         raise UsageError(f"--average-last {average_last}: use 1 (the last checkpoint alone) to "
                          f"train.keep_checkpoints ({cfg.train.keep_checkpoints}), the checkpoints "
@@ -189,16 +205,24 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
     cpu0 = time.process_time()  # every thread of this process: training's cores busy
     result = train(cfg, Path(run_dir))
     train_cpu_seconds = time.process_time() - cpu0
-    last = evaluate_run(Path(run_dir), split="test")
-    averaged = average_last_checkpoints(Path(run_dir), average_last)
-    report = (evaluate_run(Path(run_dir), split="test", checkpoint=averaged["checkpoint"])
-              if averaged["checkpoint"] else last)
+    last = evaluate_run(Path(run_dir), split="test")  # the raw weights, for comparison
+    averaged = average_last_checkpoints(Path(run_dir), average_last, weights)
+    # an averaged checkpoint holds the averaged weights (raw or EMA) as its model weights
+    load_as = "raw" if averaged["checkpoint"] else weights
+    report = (last if (averaged["checkpoint"], weights) == (None, "raw") else
+              evaluate_run(Path(run_dir), split="test", checkpoint=averaged["checkpoint"],
+                           weights=load_as))
 
-    model, tokenizer, cfg = load_trained_model(Path(run_dir), averaged["checkpoint"])
+    model, tokenizer, cfg = load_trained_model(Path(run_dir), averaged["checkpoint"], load_as)
     if Path(export_dir).exists():
         print(f"replacing the previous quickstart export in {export_dir}")
+    languages = RunDir(Path(run_dir)).languages()
     export_saved_model(model, tokenizer, Path(export_dir), cfg.decode.beam_size,
-                       cfg.decode.length_penalty, overwrite=True)
+                       cfg.decode.length_penalty, overwrite=True, languages=languages)
+    write_json_atomic(Path(export_dir) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
+                      {"weights": weights, "run_dir": str(run_dir),
+                       "checkpoint": averaged["checkpoint"], "averaged": averaged["prefixes"],
+                       "languages": list(languages)})
     served = serve_in_fresh_process(Path(export_dir), SAMPLE_SENTENCES)
     for en, de in zip(SAMPLE_SENTENCES, served):
         print(f"  {en}  →  {de}")
@@ -215,7 +239,10 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
         "bleu_text": report["bleu_text"],
         "test_sentences": report["sentences"],
         "beam_size": report["beam_size"],
-        # what "bleu" scores: the average of these checkpoints; the last one alone beside it
+        # what "bleu" scores: these weights (ema: their moving average, train.ema_decay) of the
+        # last checkpoint or averaged over "averaged"; the raw weights of the last one beside it
+        "weights": weights,
+        "ema_decay": cfg.train.ema_decay,
         "checkpoint_average": {"asked": average_last, "averaged": averaged["prefixes"],
                                "last_checkpoint_bleu": round(last["bleu"], 2),
                                "last_checkpoint_chrf": round(last["chrf"], 2),
@@ -251,8 +278,10 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
         "machine": machine.describe(),
     }
     write_json_atomic(Path(results_path), payload)
-    print(f"BLEU {payload['bleu']} (the average of {len(averaged['prefixes'])} checkpoint(s); "
-          f"the last alone {payload['checkpoint_average']['last_checkpoint_bleu']}; "
+    n = len(averaged["prefixes"])
+    scored = "the last checkpoint" if n < 2 else f"the average of the last {n} checkpoints"
+    print(f"BLEU {payload['bleu']} ({weights} weights of {scored}; "
+          f"the last checkpoint's raw weights {payload['checkpoint_average']['last_checkpoint_bleu']}; "
           f"copy baseline {payload['copy_baseline_bleu']}); "
           f"{payload['model']['parameters']:,} parameters; trained {payload['training']['minutes']} min; "
           f"results in {results_path}")

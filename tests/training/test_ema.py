@@ -95,7 +95,8 @@ def test_the_trainer_updates_from_the_weights_after_each_step(data_dir, tmp_path
 
 @pytest.mark.slow
 def test_weights_ema_through_the_commands(data_dir, tmp_path, capsys):
-    from tf_nmt.cli import EXPORT_WEIGHTS_RECORD, main
+    from tf_nmt.cli import main
+    from tf_nmt.export import EXPORT_WEIGHTS_RECORD
     from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
 
     run, plain = tmp_path / "run", tmp_path / "plain"
@@ -180,7 +181,8 @@ def test_refusals(overrides, message, tmp_path):
 
 def test_elastic_and_async_refuse_it(tmp_path):
     cfg = tiny_config(tmp_path, "train.ema_decay=0.9")
-    validate_config(cfg)  # plain train accepts it
-    for mode in ("train-elastic", "train-async", "quickstart"):
+    validate_config(cfg)  # plain train accepts it, and the quickstart (its recipe sets it)
+    validate_config(cfg, mode="quickstart")
+    for mode in ("train-elastic", "train-async"):
         with pytest.raises(ConfigError, match="train.ema_decay"):
             validate_config(cfg, mode=mode)

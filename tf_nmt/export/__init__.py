@@ -6,3 +6,6 @@
 #: requests of 32-64 sentences, 1.13-1.22x for long sentences, 0.95-0.97x for medium ones, and no
 #: change for requests of at most 16 sentences, which are one chunk.
 SERVING_CHUNK_SIZE = 16
+
+#: In a SavedModel export: which weights it holds (raw or EMA), from which run, in which languages.
+EXPORT_WEIGHTS_RECORD = "tf_nmt_weights.json"
