@@ -132,13 +132,14 @@ def cmd_train_async(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tf_nmt.evaluation.evaluate import evaluate_run
+    from tf_nmt.run_dir import choose_weights
     from tf_nmt.utils.io import write_json_atomic
 
-    report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=args.checkpoint,
+    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+    report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=checkpoint,
                           data_dir=args.data_dir, beam_size=args.beam_size,
                           length_penalty=args.length_penalty, limit=args.limit,
-                          engine="lowprec" if args.lowprec else "emulated",
-                          weights=args.weights or "raw")
+                          engine="lowprec" if args.lowprec else "emulated", weights=weights)
     if args.output_json:
         write_json_atomic(Path(args.output_json), report)
     return 0
@@ -187,6 +188,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.export_dir and args.checkpoint:
         raise UsageError("--checkpoint would be ignored: an export holds one model (export "
                          "another checkpoint, or translate with --run-dir --checkpoint)")
+    if args.export_dir and args.weights:
+        raise UsageError("--weights would be ignored: an export holds the weights it was "
+                         "exported with (tf-nmt export --weights; translate with --run-dir "
+                         "--weights)")
     if args.vmap is not None and not (args.export_dir and is_ctranslate2_dir(args.export_dir)):
         raise UsageError("--vmap/--no-vmap would be ignored: the vocabulary map is for a "
                          "CTranslate2 export (`tf-nmt export --format ctranslate2`)")
@@ -213,9 +218,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     else:
         from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
         from tf_nmt.models.activation_quant import inference_engine, use_engine
-        from tf_nmt.run_dir import load_trained_model
+        from tf_nmt.run_dir import choose_weights, load_trained_model
 
-        model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint)
+        checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+        model, tokenizer, cfg = load_trained_model(Path(args.run_dir), checkpoint, weights)
+        print(f"translating with the {weights} weights of {checkpoint or 'the latest checkpoint'}",
+              file=sys.stderr)
         fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
                                cfg.decode.length_penalty)
         with use_engine(inference_engine(model, "lowprec" if args.lowprec else "emulated")):
@@ -259,10 +267,10 @@ def _export_ctranslate2(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise UsageError("export --format ctranslate2 needs --run-dir")
     from tf_nmt.export.ctranslate2 import export_ctranslate2
-    from tf_nmt.run_dir import RunDir, load_trained_checkpoint
+    from tf_nmt.run_dir import RunDir, choose_weights, load_trained_checkpoint
 
-    weights = args.weights or "raw"
-    model, tokenizer, cfg, prefix = load_trained_checkpoint(Path(args.run_dir), args.checkpoint,
+    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+    model, tokenizer, cfg, prefix = load_trained_checkpoint(Path(args.run_dir), checkpoint,
                                                             weights)
     if args.beam_size:
         cfg.decode.beam_size = args.beam_size  # recorded as the export's default beam
@@ -343,10 +351,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise UsageError("export needs --run-dir (or --quantized PACKED_FILE)")
     from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.run_dir import RunDir, load_trained_model
+    from tf_nmt.run_dir import RunDir, choose_weights, load_trained_model
 
-    weights = args.weights or "raw"
-    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), args.checkpoint, weights)
+    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), checkpoint, weights)
     languages = RunDir(Path(args.run_dir)).languages()
     path = export_saved_model(model, tokenizer, Path(args.export_dir),
                               beam_size=args.beam_size or cfg.decode.beam_size,
@@ -354,7 +362,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                               chunk_size=args.chunk_size, languages=languages)
     write_json_atomic(Path(path) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
                       {"weights": weights, "run_dir": str(args.run_dir),
-                       "checkpoint": args.checkpoint, "languages": list(languages)})
+                       "checkpoint": checkpoint, "languages": list(languages)})
     print(f"exported SavedModel to {path} (signature serving_default: texts -> translations; "
           f"{weights} weights)")
     quant = getattr(model, "activation_quantization", None)
@@ -365,6 +373,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_average(args: argparse.Namespace) -> int:
+    from tf_nmt.models.ema import checkpoint_has_ema
     from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
     from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
 
@@ -373,10 +382,12 @@ def cmd_average(args: argparse.Namespace) -> int:
     if len(prefixes) < args.last:
         raise RunDirError(f"asked to average the last {args.last} checkpoints but "
                          f"{run.checkpoints} holds {len(prefixes)}")
+    # no --weights: the EMA where every checkpoint holds one (as choose_weights for one)
+    weights = args.weights or ("ema" if all(map(checkpoint_has_ema, prefixes)) else "raw")
     model, _, _ = load_trained_model(run.root)
     out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite,
-                              weights=args.weights or "raw")
-    print(f"averaged the {args.weights or 'raw'} weights of {len(prefixes)} checkpoints into "
+                              weights=weights)
+    print(f"averaged the {weights} weights of {len(prefixes)} checkpoints into "
           f"{out}; score it with: tf-nmt evaluate "
           f"--run-dir {run.root} --checkpoint {args.output_dir}")
     return 0
@@ -422,8 +433,9 @@ def _add_quant_args(p: argparse.ArgumentParser, bits_default: Optional[int]) -> 
                    help="also quantise biases and layer-norm vectors (default: keep them float32)")
 
 
-WEIGHTS_HELP = ("which weights of the checkpoint: raw (default, the trained weights) or ema "
-                "(their moving average, kept by runs trained with train.ema_decay > 0)")
+WEIGHTS_HELP = ("which weights of the checkpoint: raw (the trained weights) or ema (their moving "
+                "average, kept by runs trained with train.ema_decay > 0, as the quickstart "
+                "Transformer is); default: ema where the checkpoint holds it, else raw")
 LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowprec, 4-bit codes; "
                 "needs a run trained with train.quantize_activations_bits=4 and the tf_nmt op library)")
 
@@ -527,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64,
                    help="sentences per length-sorted batch (output stays in input order)")
     p.add_argument("--lowprec", action="store_true", help=LOWPREC_HELP)
+    p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP + " (with --run-dir)")
     p.add_argument("--vmap", action=argparse.BooleanOptionalAction, default=None,
                    help="CTranslate2 export only: restrict each batch's output vocabulary to the "
                         "export's vocabulary map (default: when the export has one)")

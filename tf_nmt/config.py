@@ -140,13 +140,15 @@ class TrainConfig:
         "help": "checkpoints kept in RUN_DIR/checkpoints (older ones are deleted)"})
     # Weight EMA (tf_nmt.models.ema): shadow = d*shadow + (1-d)*w after every optimizer step,
     # d = min(ema_decay, (1+s)/(10+s)) (0 at the first step), kept in the checkpoints; evaluate,
-    # export, quantize and average-checkpoints load it with --weights ema.
+    # export, quantize and average-checkpoints load it where a checkpoint holds it (--weights).
     ema_decay: float = field(default=0.0, metadata={
         "help": "exponential moving average of the weights, kept in the checkpoints next to the "
-                "raw ones (--weights ema of evaluate/export/quantize/average-checkpoints); decay "
-                "in [0, 1), 0 = off. Warm-up min(decay, (1+step)/(10+step)), the first step "
-                "copies the weights. tf-nmt train with train.comm dense or sparse_as_dense "
-                "(the ranks share the weights; rank 0's checkpoints hold the EMA) and "
+                "raw ones (what evaluate/export/quantize/average-checkpoints load where a "
+                "checkpoint holds it; --weights raw for the others); decay in [0, 1), 0 = off "
+                "(the quickstart Transformer: 0.999). Warm-up min(decay, (1+step)/(10+step)), "
+                "the first step copies the weights. tf-nmt train and quickstart, with train.comm "
+                "dense or sparse_as_dense (the ranks share the weights; rank 0's checkpoints "
+                "hold the EMA) and "
                 "train.steps_per_execution=1, backward_passes_per_step=1"})
     log_every: int = field(default=50, metadata={
         "help": "steps between progress lines (and progress.jsonl and TensorBoard entries)"})

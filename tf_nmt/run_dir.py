@@ -25,7 +25,7 @@ from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
-from tf_nmt.models.ema import WEIGHTS, restore_ema_weights
+from tf_nmt.models.ema import WEIGHTS, checkpoint_has_ema, restore_ema_weights
 from tf_nmt.utils.io import write_json_atomic
 
 
@@ -231,6 +231,26 @@ def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
     if not Path(f"{prefix}.index").is_file():
         raise RunDirError(f"checkpoint {prefix} not found (no {prefix}.index)")
     return str(prefix)
+
+
+def choose_weights(run_dir: Path, checkpoint: Optional[str] = None,
+                   weights: Optional[str] = None) -> Tuple[Optional[str], str]:
+    """(checkpoint, weights) for a command that loads a run: ``weights`` as given, or, given
+    none, ``"ema"`` where the checkpoint holds a weight EMA (a run trained with
+    ``train.ema_decay`` > 0, as the quickstart Transformer is) and ``"raw"`` where it does not.
+    When it decides, the checkpoint comes back resolved (see :func:`resolve_checkpoint`), so
+    the weights named are those of the checkpoint loaded even while training writes newer
+    ones; a missing run or checkpoint is left to the loader to report."""
+    if weights is not None:
+        return checkpoint, weights
+    run = RunDir(Path(run_dir))
+    if not run.config_path.is_file():
+        return checkpoint, "raw"
+    try:
+        prefix = resolve_checkpoint(run, checkpoint)
+        return prefix, ("ema" if checkpoint_has_ema(prefix) else "raw")
+    except (RunDirError, tf.errors.OpError):  # no checkpoint, or an unreadable one
+        return checkpoint, "raw"
 
 
 def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None, weights: str = "raw"

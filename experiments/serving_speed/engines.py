@@ -3,7 +3,7 @@ in float32 and by CTranslate2 in int8, timed alternately in one invocation, with
 memory of each.
 
 From one checkpoint of the run (``--checkpoint``, default the run's latest; ``--weights``, default
-``raw``, as ``tf-nmt export``) the study exports, with the ``tf-nmt export`` command itself (run
+the checkpoint's EMA where it holds one, else ``raw``, as ``tf-nmt export``) the study exports, with the ``tf-nmt export`` command itself (run
 in-process, into a temporary directory):
 
 * ``savedmodel``: one SavedModel per beam (a SavedModel's beam is fixed at export), with the
@@ -457,8 +457,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--checkpoint", help="checkpoint prefix or directory (default: the run's "
                    "latest), as tf-nmt export --checkpoint; resolved once for every engine")
-    p.add_argument("--weights", default="raw", choices=["raw", "ema"],
-                   help="as tf-nmt export --weights (default raw, the export's default)")
+    p.add_argument("--weights", choices=["raw", "ema"],
+                   help="as tf-nmt export --weights (default: the checkpoint's EMA where it "
+                        "holds one, else raw, the export's default)")
     p.add_argument("--data-dir", type=Path, help="prepared data (default: the run's data.data_dir)")
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
     p.add_argument("--limit", type=int, default=0,
@@ -511,9 +512,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if out.exists() and not args.overwrite:
         p.error(f"{out} exists; pass --overwrite to replace it")
 
+    from tf_nmt.run_dir import choose_weights
+
+    checkpoint, weights = choose_weights(args.run_dir, args.checkpoint, args.weights)
     report = measure(args.run_dir, args.data_dir, args.split, args.per_band, batch_sizes, bands,
-                     beams, args.rounds, args.limit, checkpoint=args.checkpoint,
-                     weights=args.weights, ct2=ct2_options(args), vmap=args.vmap,
+                     beams, args.rounds, args.limit, checkpoint=checkpoint,
+                     weights=weights, ct2=ct2_options(args), vmap=args.vmap,
                      rss_batch=args.rss_batch, rss_beam=args.rss_beam, skip_empty_bands=args.tiny)
     report["tiny"] = args.tiny
     report["command"] = common.command_line(STUDY, argv)

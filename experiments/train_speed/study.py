@@ -18,7 +18,9 @@ seeded C++ op (``train.dropout_kernel=tf``); ``fp32-tfnorm`` and ``bf16-tfnorm``
 layer norm instead of the fused C++ op (``train.norm_kernel=tf``); ``fp32-tf`` with all three
 TensorFlow kernels; each with XLA (``-xla``), ``-geometric`` (the geometric length
 buckets, ``data.length_bucket_width=0``) and ``-tcmalloc`` (``TF_NMT_ALLOCATOR=tcmalloc``,
-where installed); ``bf16`` with TensorFlow's threads set explicitly (``-intra2``)
+where installed); ``fp32-ema`` and ``bf16-ema`` with the weight EMA the quickstart trains with
+(``train.ema_decay=0.999``, reported against the same variant without it); ``bf16`` with
+TensorFlow's threads set explicitly (``-intra2``)
 and as 2 processes x 1 thread under ``horovodrun`` (``-hvd2x1``, the same global batch); ``-spe5``
 with 5 steps per call of the train function (``train.steps_per_execution=5``); the
 peer ``onmt-fp32`` (its CPU default) and ``onmt-bf16`` (its Keras policy forced to
@@ -95,11 +97,25 @@ VARIANTS: Dict[str, Variant] = {
     # tf-nmt's models on Keras 3 (tf_nmt.compat); each also reported against its Keras 2 twin
     "k3-fp32": Variant([FP32], {"TF_NMT_KERAS": "3"}),
     "k3-bf16": Variant([BF16], {"TF_NMT_KERAS": "3"}),
+    # the quickstart's weight EMA (train.ema_decay); each also reported against its twin without
+    "fp32-ema": Variant([FP32, "train.ema_decay=0.999"]),
+    "bf16-ema": Variant([BF16, "train.ema_decay=0.999"]),
     "onmt-fp32": Variant(peer="fp32"),
     "onmt-bf16": Variant(peer="bf16"),
     "onmt-fp32-tcmalloc": Variant(env={"LD_PRELOAD": TCMALLOC}, peer="fp32"),
 }
 KERAS3_PREFIX = "k3-"  # k3-X: variant X with tf-nmt's models on Keras 3 (summarise: x_keras2)
+EMA_SUFFIX = "-ema"  # X-ema: variant X with the weight EMA on (summarise: x_no_ema)
+
+
+def twin(name: str) -> Tuple[Optional[str], Optional[str]]:
+    """(the variant that ``name`` differs from in one setting, the ratio's key): ``k3-X``
+    against ``X`` (``x_keras2``), ``X-ema`` against ``X`` (``x_no_ema``); (None, None) else."""
+    if name.startswith(KERAS3_PREFIX):
+        return name[len(KERAS3_PREFIX):], "x_keras2"
+    if name.endswith(EMA_SUFFIX):
+        return name[:-len(EMA_SUFFIX)], "x_no_ema"
+    return None, None
 NEEDS_TCMALLOC = ("fp32-tcmalloc", "bf16-tcmalloc", "onmt-fp32-tcmalloc")
 
 
@@ -253,9 +269,8 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
                for key in ("tgt_tok_per_s", "s_per_step", "cores_busy")}
         if all("train_cores_busy" in r for r in rounds):
             row["train_cores_busy"] = statistics.median(r["train_cores_busy"] for r in rounds)
-        # a Keras 3 variant (k3-X) also against its Keras 2 twin (X), round by round
-        keras2 = name[len(KERAS3_PREFIX):] if name.startswith(KERAS3_PREFIX) else None
-        for ref, label in ((BASELINE, "x_fp32"), (PEER, "x_onmt_fp32"), (keras2, "x_keras2")):
+        # a variant with a twin (twin()) also against it, round by round
+        for ref, label in ((BASELINE, "x_fp32"), (PEER, "x_onmt_fp32"), twin(name)):
             if ref in samples and len(samples[ref]) == len(rounds):
                 row[label] = statistics.median(r["tgt_tok_per_s"] / b["tgt_tok_per_s"]
                                                for r, b in zip(rounds, samples[ref]))
@@ -266,10 +281,10 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
 def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """The variants as a Markdown table."""
     lines = ["| variant | target tok/s | s/step | cores busy (process / timed steps) | x fp32 "
-             "| x OpenNMT-tf fp32 | x Keras 2 |", "|---|---|---|---|---|---|---|"]
+             "| x OpenNMT-tf fp32 | x twin (Keras 2 / no EMA) |", "|---|---|---|---|---|---|---|"]
     for name, row in summary.items():
         ratios = [f"{row[k]:.2f}" if k in row else "-"
-                  for k in ("x_fp32", "x_onmt_fp32", "x_keras2")]
+                  for k in ("x_fp32", "x_onmt_fp32", twin(name)[1])]
         timed = f"{row['train_cores_busy']:.2f}" if "train_cores_busy" in row else "-"
         lines.append(f"| {name} | {row['tgt_tok_per_s']:,.0f} | {row['s_per_step']:.3f} | "
                      f"{row['cores_busy']:.2f} / {timed} | {ratios[0]} | {ratios[1]} | "

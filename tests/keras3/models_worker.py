@@ -120,11 +120,13 @@ def scenario_train(out, data):
     trained = [w.copy() for w in model.get_weights()]
     restored, sources, refs, hyps = translate_dev(run, data)
     diffs = [float(np.max(np.abs(a - b))) for a, b in zip(trained, restored.get_weights())]
+    # --weights raw: the run keeps an EMA, which the commands would load by default
     rc_eval, err_eval = tf_nmt("evaluate", "--run-dir", str(run), "--split", "dev",
-                               "--beam-size", str(BEAM), "--output-json", str(out / "eval.json"))
+                               "--beam-size", str(BEAM), "--output-json", str(out / "eval.json"),
+                               "--weights", "raw")
     report = json.loads((out / "eval.json").read_text())
     rc_exp, err_exp = tf_nmt("export", "--run-dir", str(run), "--export-dir", str(out / "export"),
-                             "--beam-size", str(BEAM))
+                             "--beam-size", str(BEAM), "--weights", "raw")
     return {"train": {"losses": logged_losses(run), "meta_keras": meta(run).get("keras"),
                       "is_keras3_model": isinstance(model, keras.Model),
                       "tf_nmt_keras_is_keras3": tf_nmt_keras is keras,

@@ -83,6 +83,17 @@ def test_keras3_variants_are_also_compared_with_their_keras2_twin_round_by_round
     assert bench.format_table(summary).splitlines()[-1].endswith("| - | 1.00 |")
 
 
+def test_ema_variants_are_compared_with_their_twin_without_ema_round_by_round():
+    def rounds(*tok):
+        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
+
+    summary = bench.summarise({"bf16": rounds(100, 200, 100), "bf16-ema": rounds(95, 180, 99)})
+    assert summary["bf16-ema"]["x_no_ema"] == pytest.approx(0.95)  # 0.95, 0.90, 0.99
+    assert "x_no_ema" not in summary["bf16"] and "x_keras2" not in summary["bf16-ema"]
+    assert bench.format_table(summary).splitlines()[-1].endswith("| - | 0.95 |")
+    assert "train.ema_decay=0.999" in bench.VARIANTS["bf16-ema"].overrides
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--variants", "fp32,fp64"], "unknown variant"),
     (["--variants", "fp32", "--warmup", "7"], "multiples of --log-every"),

@@ -1,4 +1,5 @@
-"""Weight EMA (train.ema_decay): the update rule, checkpointing, exact resume, --weights ema."""
+"""Weight EMA (train.ema_decay): the update rule, checkpointing, exact resume, which weights the
+commands load (--weights, and their default: the EMA where a checkpoint holds one)."""
 import json
 
 import numpy as np
@@ -152,9 +153,38 @@ def test_weights_ema_through_the_commands(data_dir, tmp_path, capsys):
                                                quantize_biases=False), weights="ema")
     assert qreport["weights"] == "ema"
 
+    # no --weights: the EMA where the checkpoint holds one, and the record says so
+    def evaluated(*args):
+        assert main(["evaluate", "--limit", "2", "--output-json", str(report), *args]) == 0
+        return json.loads(report.read_text())["weights"]
+
+    assert evaluated("--run-dir", str(run)) == "ema"
+    assert evaluated("--run-dir", str(run), "--weights", "raw") == "raw"
+    assert evaluated("--run-dir", str(run), "--checkpoint", str(avg)) == "raw"  # an average: none
+    default_export = tmp_path / "default-export"
+    assert main(["export", "--run-dir", str(run), "--export-dir", str(default_export)]) == 0
+    said = json.loads((default_export / EXPORT_WEIGHTS_RECORD).read_text())
+    assert said["weights"] == "ema" and said["checkpoint"] == prefixes[1]  # resolved once
+    assert main(["average-checkpoints", "--run-dir", str(run), "--last", "2", "--output-dir",
+                 str(tmp_path / "avg2")]) == 0
+    assert json.loads((tmp_path / "avg2" / "averaged.json").read_text())["weights"] == "ema"
+    assert main(["quantize", "--run-dir", str(run), "--output", str(tmp_path / "q2.bin")]) == 0
+    assert read_packed(tmp_path / "q2.bin").info["weights"] == "ema"
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["translate", "--run-dir", str(run), "--input", str(source), "--beam-size", "2"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == served  # what the EMA export serves
+    assert f"translating with the ema weights of {prefixes[1]}" in out.err
+    assert main(["translate", "--export-dir", str(export), "--input", str(source),
+                 "--weights", "raw"]) == 2
+    assert "--weights would be ignored" in capsys.readouterr().err
+
     # --weights ema of a run trained without it: one clear line
     train(tiny_config(data_dir, "train.train_steps=5", "train.steps_per_cycle=5"), plain,
           log=lambda _m: None)
+    assert evaluated("--run-dir", str(plain)) == "raw"  # without EMA the default is raw
     capsys.readouterr()
     assert main(["evaluate", "--run-dir", str(plain), "--weights", "ema", "--limit", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

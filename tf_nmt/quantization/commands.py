@@ -16,6 +16,7 @@ from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import format_report
 from tf_nmt.quantization.runs import model_from_packed, quantize_run
 from tf_nmt.quantization.saved_model import export_packed_saved_model, variables_bytes
+from tf_nmt.run_dir import choose_weights
 from tf_nmt.utils.io import write_json_atomic
 
 
@@ -29,8 +30,9 @@ def run_quantize(args: argparse.Namespace) -> Dict[str, Any]:
     output = Path(args.output)
     if output.exists() and not args.overwrite:  # fail before the (slow) quantisation
         raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
-    packed, report = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint,
-                                  weights=args.weights or "raw")
+    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+    packed, report = quantize_run(Path(args.run_dir), policy_from_args(args), checkpoint,
+                                  weights=weights)
     print(format_report(report, max_rows=args.show))
     report["file_bytes"] = write_packed(output, packed, overwrite=args.overwrite)
     report["output"] = str(output)
@@ -64,8 +66,9 @@ def run_quantized_export(args: argparse.Namespace) -> Dict[str, Any]:
     if args.quantized:
         packed = read_packed(Path(args.quantized))
     elif args.run_dir:
-        packed, _ = quantize_run(Path(args.run_dir), policy_from_args(args), args.checkpoint,
-                                 weights=args.weights or "raw")
+        checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
+        packed, _ = quantize_run(Path(args.run_dir), policy_from_args(args), checkpoint,
+                                 weights=weights)
     else:
         raise UsageError("export needs --run-dir (with --bits) or --quantized PACKED_FILE")
     model, tokenizer, cfg = model_from_packed(packed)
