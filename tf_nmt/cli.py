@@ -19,7 +19,7 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
 from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
 from tf_nmt.errors import UsageError, UserError
-from tf_nmt.export import EXPORT_WEIGHTS_RECORD, SERVING_CHUNK_SIZE
+from tf_nmt.export import SERVING_CHUNK_SIZE, record_exported_weights
 from tf_nmt.utils import allocator
 from tf_nmt.utils.io import write_json_atomic, write_text_atomic
 
@@ -360,9 +360,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                               beam_size=args.beam_size or cfg.decode.beam_size,
                               length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite,
                               chunk_size=args.chunk_size, languages=languages)
-    write_json_atomic(Path(path) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
-                      {"weights": weights, "run_dir": str(args.run_dir),
-                       "checkpoint": checkpoint, "languages": list(languages)})
+    record_exported_weights(path, weights, args.run_dir, checkpoint, languages)
     print(f"exported SavedModel to {path} (signature serving_default: texts -> translations; "
           f"{weights} weights)")
     quant = getattr(model, "activation_quantization", None)

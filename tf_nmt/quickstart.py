@@ -21,7 +21,7 @@ from tf_nmt.errors import UsageError
 from tf_nmt.data.corpus import prepare_corpus
 from tf_nmt.data.vocabulary import ensure_vocab
 from tf_nmt.evaluation.evaluate import evaluate_run
-from tf_nmt.export import EXPORT_WEIGHTS_RECORD
+from tf_nmt.export import record_exported_weights
 from tf_nmt.export.saved_model import directory_bytes, export_saved_model
 from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
 from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
@@ -219,10 +219,8 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
     languages = RunDir(Path(run_dir)).languages()
     export_saved_model(model, tokenizer, Path(export_dir), cfg.decode.beam_size,
                        cfg.decode.length_penalty, overwrite=True, languages=languages)
-    write_json_atomic(Path(export_dir) / EXPORT_WEIGHTS_RECORD,  # which weights were exported
-                      {"weights": weights, "run_dir": str(run_dir),
-                       "checkpoint": averaged["checkpoint"], "averaged": averaged["prefixes"],
-                       "languages": list(languages)})
+    record_exported_weights(export_dir, weights, run_dir, averaged["checkpoint"], languages,
+                            averaged=averaged["prefixes"])
     served = serve_in_fresh_process(Path(export_dir), SAMPLE_SENTENCES)
     for en, de in zip(SAMPLE_SENTENCES, served):
         print(f"  {en}  →  {de}")

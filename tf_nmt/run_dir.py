@@ -243,11 +243,8 @@ def choose_weights(run_dir: Path, checkpoint: Optional[str] = None,
     ones; a missing run or checkpoint is left to the loader to report."""
     if weights is not None:
         return checkpoint, weights
-    run = RunDir(Path(run_dir))
-    if not run.config_path.is_file():
-        return checkpoint, "raw"
     try:
-        prefix = resolve_checkpoint(run, checkpoint)
+        prefix = resolve_checkpoint(RunDir(Path(run_dir)), checkpoint)
         return prefix, ("ema" if checkpoint_has_ema(prefix) else "raw")
     except (RunDirError, tf.errors.OpError):  # no checkpoint, or an unreadable one
         return checkpoint, "raw"

@@ -3,8 +3,8 @@ in float32 and by CTranslate2 in int8, timed alternately in one invocation, with
 memory of each.
 
 From one checkpoint of the run (``--checkpoint``, default the run's latest; ``--weights``, default
-the checkpoint's EMA where it holds one, else ``raw``, as ``tf-nmt export``) the study exports, with the ``tf-nmt export`` command itself (run
-in-process, into a temporary directory):
+the checkpoint's EMA where it holds one, else ``raw``, as ``tf-nmt export``) the study exports,
+with the ``tf-nmt export`` command itself (run in-process, into a temporary directory):
 
 * ``savedmodel``: one SavedModel per beam (a SavedModel's beam is fixed at export), with the
   export's default in-graph chunks (``--chunk-size``, :data:`tf_nmt.export.SERVING_CHUNK_SIZE`);

@@ -116,6 +116,8 @@ def twin(name: str) -> Tuple[Optional[str], Optional[str]]:
     if name.endswith(EMA_SUFFIX):
         return name[:-len(EMA_SUFFIX)], "x_no_ema"
     return None, None
+
+
 NEEDS_TCMALLOC = ("fp32-tcmalloc", "bf16-tcmalloc", "onmt-fp32-tcmalloc")
 
 

@@ -1,4 +1,8 @@
 """tf_nmt.export: the string-to-string SavedModel (float and packed low-bit weights)."""
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from tf_nmt.utils.io import write_json_atomic
 
 #: Sentences per length-sorted chunk that an export decodes at a time (``tf-nmt export
 #: --chunk-size``; 0 decodes each request whole). 16 is the measured best on the quickstart model
@@ -9,3 +13,12 @@ SERVING_CHUNK_SIZE = 16
 
 #: In a SavedModel export: which weights it holds (raw or EMA), from which run, in which languages.
 EXPORT_WEIGHTS_RECORD = "tf_nmt_weights.json"
+
+
+def record_exported_weights(export_dir: Path, weights: str, run_dir: Path,
+                            checkpoint: Optional[str], languages: Sequence[str],
+                            **extra: Any) -> None:
+    """Write :data:`EXPORT_WEIGHTS_RECORD` into a SavedModel export (``extra``: more keys)."""
+    write_json_atomic(Path(export_dir) / EXPORT_WEIGHTS_RECORD,
+                      {"weights": weights, "run_dir": str(run_dir), "checkpoint": checkpoint,
+                       "languages": list(languages), **extra})
