@@ -34,7 +34,7 @@ import numpy as np
 
 from tf_nmt.compat import tf
 from tf_nmt.distributed import accounting
-from tf_nmt.distributed.comm import wire
+from tf_nmt.distributed.comm import index_codec
 from tf_nmt.distributed.comm.settings import CommSettings
 from tf_nmt.ops import grad_drop_global, num_columns, one_bit_quantize
 
@@ -103,9 +103,9 @@ def local_sum(tensor: tf.Tensor, name: str) -> tf.Tensor:  # noqa: ARG001 - same
 def sparse_payload_bytes(kept: float, total: int, one_bit: bool = False, columns: int = 0) -> float:
     """Bytes one rank hands to the allgathers when it keeps ``kept`` of ``total`` entries: a
     2-byte position and a float32 value (1 bit with ``one_bit``, plus two float32 means per
-    column) per entry, and an int32 count per position block (:mod:`wire`)."""
+    column) per entry, and an int32 count per position block (:mod:`index_codec`)."""
     per_entry = 2.0 + (0.125 if one_bit else 4.0)
-    fixed = 4.0 * wire.num_blocks(total) + (8.0 * columns if one_bit else 0.0)
+    fixed = 4.0 * index_codec.num_blocks(total) + (8.0 * columns if one_bit else 0.0)
     return kept * per_entry + fixed
 
 
@@ -197,21 +197,21 @@ class GradDropExchange:
         if self.settings.one_bit:
             keep = tf.not_equal(values, 0.0)  # a kept zero carries nothing; 1 bit cannot say "0"
             positions, values = tf.boolean_mask(positions, keep), tf.boolean_mask(values, keep)
-        low, counts = wire.encode_indices(positions, self.total)
+        low, counts = index_codec.encode_indices(positions, self.total)
         if not self.settings.one_bit:
             return [low, counts, values]
         pos_means, neg_means = self._one_bit_means(positions, values)
-        return [low, counts, wire.pack_signs(values > 0), pos_means, neg_means]
+        return [low, counts, index_codec.pack_signs(values > 0), pos_means, neg_means]
 
     # -- receiver ---------------------------------------------------------------------------
     def decode(self, gathered: List[tf.Tensor]):
         """(positions, values) of every rank's kept entries, rank after rank."""
         low, counts = gathered[0], gathered[1]
-        positions = wire.decode_indices(low, counts, self.total)
+        positions = index_codec.decode_indices(low, counts, self.total)
         if not self.settings.one_bit:
             return positions, gathered[2]
         bits, pos_means, neg_means = gathered[2:]
-        nb = wire.num_blocks(self.total)
+        nb = index_codec.num_blocks(self.total)
         per_rank = tf.reduce_sum(tf.reshape(counts, [-1, nb]), axis=1)  # entries sent by each rank
         ranks = tf.size(per_rank)
         rank_of = tf.repeat(tf.range(ranks), per_rank)
@@ -219,7 +219,7 @@ class GradDropExchange:
         first_bit = 8 * tf.cumsum((per_rank + 7) // 8, exclusive=True)
         entry = tf.range(tf.size(rank_of))
         bit = tf.gather(first_bit, rank_of) + entry - tf.gather(first_entry, rank_of)
-        positive = tf.gather(wire.unpack_signs(bits), bit)
+        positive = tf.gather(index_codec.unpack_signs(bits), bit)
         n_cols = int(self.column_offsets[-1])
         table = tf.cast(rank_of, tf.int64) * n_cols + self._global_columns(positions)
         values = tf.where(positive, tf.gather(pos_means, table), tf.gather(neg_means, table))
