@@ -36,9 +36,9 @@ def write_toy_data_dir(root: Path, repeats: int = 4, reverse: bool = False) -> P
 
 
 def serve_fake_debs(monkeypatch, roots) -> None:
-    """Make :mod:`tf_nmt.data.corpus.debian` find every package already unpacked at
+    """Make :mod:`tf_nmt.data.builtin_corpus.debian` find every package already unpacked at
     ``roots[package]`` (no apt, no network), for the corpus builders' tests."""
-    from tf_nmt.data.corpus import debian
+    from tf_nmt.data.builtin_corpus import debian
 
     monkeypatch.setattr(debian, "locate_debs", lambda pkgs, data_dir, debs_dir, log=print:
                         {p: Path(f"/fake/{p}_1_all.deb") for p in pkgs})

@@ -155,7 +155,7 @@ def prepare_data(args: argparse.Namespace, toy_data: Optional[Callable[[Path], P
     (the workers refuse to learn it concurrently)."""
     data_dir = (Path(common.toy_data_dir(toy_data, str(args.work_dir), "python -m experiments "
                                          "chaos-stress")) if args.tiny else args.data_dir)
-    from tf_nmt.data.vocabulary import ensure_vocab  # noqa: PLC0415 - TensorFlow on demand
+    from tf_nmt.data.data_dir import ensure_vocab  # noqa: PLC0415 - TensorFlow on demand
 
     ensure_vocab(data_dir, 320)
     return data_dir

@@ -282,7 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise SystemExit(f"{args.work_dir} exists: pass --overwrite to replace it")
         shutil.rmtree(args.work_dir)
     args.work_dir.mkdir(parents=True)
-    from tf_nmt.data.vocabulary import ensure_vocab  # noqa: PLC0415 - one process learns it
+    from tf_nmt.data.data_dir import ensure_vocab  # noqa: PLC0415 - one process learns it
 
     ensure_vocab(args.data_dir, 320)
     start = time.time()

@@ -70,8 +70,8 @@ def prepare_data(data_dir: Path, vocab_size: int) -> None:
     The ranks of a ``horovodrun`` launch refuse to learn a vocabulary each (they would race on
     the file), so a study prepares the data before it launches them, as ``prepare-data`` does.
     A corpus already there (the default one or a user's own) is used as it is."""
-    from tf_nmt.data.corpus import prepare_corpus  # noqa: PLC0415 - only studies that launch ranks
-    from tf_nmt.data.vocabulary import corpus_dir, ensure_vocab  # noqa: PLC0415
+    from tf_nmt.data.builtin_corpus import prepare_corpus  # noqa: PLC0415 - only studies that launch ranks
+    from tf_nmt.data.data_dir import corpus_dir, ensure_vocab  # noqa: PLC0415
 
     base = corpus_dir(Path(data_dir))
     if not all((base / f"train.{side}").is_file() for side in ("en", "de")):

@@ -4,12 +4,12 @@ The same public sources as the built-in en-de corpus, in Russian: LibreOffice he
 HTML, aligned by paragraph id), LibreOffice UI catalogs, GCC messages, the Debian Administrator's
 Handbook (en-US vs ru-RU), the GNOME user docs (C vs ru), and the Russian message catalogs of
 a few command-line tools (coreutils, glibc, tar, findutils, diffutils, grep, sed, apt). Packages are fetched with
-``apt-get download`` and unpacked without installing, by :mod:`tf_nmt.data.corpus.debian`; the
-extractors, clean-up and split are the built-in corpus's (:mod:`tf_nmt.data.corpus`), called with
+``apt-get download`` and unpacked without installing, by :mod:`tf_nmt.data.builtin_corpus.debian`; the
+extractors, clean-up and split are the built-in corpus's (:mod:`tf_nmt.data.builtin_corpus`), called with
 the language ``ru``. ``Pair.de`` carries the Russian side.
 
 Dev and test are whole LibreOffice help *pages* (the group of a pair is its page), chosen by a
-seeded hash like :func:`tf_nmt.data.corpus.split.split_pairs` chooses Ding entries; any train pair
+seeded hash like :func:`tf_nmt.data.builtin_corpus.split.split_pairs` chooses Ding entries; any train pair
 sharing a (case-folded) side with a held-out pair is dropped, so nothing leaks.
 
     python -m experiments.second_pair.build --out data_cache/second_pair/en-ru
@@ -24,11 +24,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 
-from tf_nmt.data.corpus import builder, debian
-from tf_nmt.data.corpus.pairs import Pair
-from tf_nmt.data.corpus.sources import gettext_catalog, gnome_docs, handbook, libreoffice_help
-from tf_nmt.data.corpus.sources.registry import SourceSpec
-from tf_nmt.data.corpus.split import SPLITS, split_pairs
+from tf_nmt.data.builtin_corpus import builder, debian
+from tf_nmt.data.builtin_corpus.pairs import Pair
+from tf_nmt.data.builtin_corpus.sources import gettext_catalog, gnome_docs, handbook, libreoffice_help
+from tf_nmt.data.builtin_corpus.sources.registry import SourceSpec
+from tf_nmt.data.builtin_corpus.split import SPLITS, split_pairs
 
 SRC_LANG, TGT_LANG = "en", "ru"
 BUILD_VERSION = "1"

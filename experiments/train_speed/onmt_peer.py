@@ -97,7 +97,7 @@ def prepare(data_dir: Path, preset_name: str, out: Path, venv: Path,
     mirror (:func:`mismatches`) is refused, so the comparison is never between two models."""
     import sentencepiece as spm
 
-    from tf_nmt.data.vocabulary import load_split, vocab_path
+    from tf_nmt.data.data_dir import load_split, vocab_path
 
     cfg = common.study_config(preset_name, [f"data.data_dir={data_dir}", *overrides], 4096)
     found = mismatches(cfg)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tf_nmt.data.corpus import CorpusError, builder, debian, prepare_corpus
+from tf_nmt.data.builtin_corpus import CorpusError, builder, debian, prepare_corpus
 from tests.helpers import read_lines, serve_fake_debs
-from tf_nmt.data.corpus.sources.mo_file import write_mo
+from tf_nmt.data.builtin_corpus.sources.mo_file import write_mo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 

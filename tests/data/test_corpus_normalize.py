@@ -1,6 +1,6 @@
 """Text clean-up, pair filters and sentence splitting of the corpus builder."""
-from tf_nmt.data.corpus.normalize import clean_text, match_key, reject_reason, strip_accelerators
-from tf_nmt.data.corpus.segment import align_sentences, split_sentences
+from tf_nmt.data.builtin_corpus.normalize import clean_text, match_key, reject_reason, strip_accelerators
+from tf_nmt.data.builtin_corpus.segment import align_sentences, split_sentences
 
 
 def test_clean_text_strips_markup_entities_and_whitespace():

@@ -1,7 +1,7 @@
 """read_parallel / read_tsv_parallel accept clean corpora and name file:line on errors."""
 import pytest
 
-from tf_nmt.data.corpus import CorpusError, read_parallel, read_tsv_parallel
+from tf_nmt.data.builtin_corpus import CorpusError, read_parallel, read_tsv_parallel
 
 
 def _write(path, data: bytes):

@@ -1,9 +1,9 @@
 """Each source extractor on the hand-made fixtures in tests/fixtures/corpus."""
 from pathlib import Path
 
-from tf_nmt.data.corpus.sources import ding, gnome_docs, handbook, libreoffice_help
-from tf_nmt.data.corpus.sources.gettext_catalog import catalog_pairs
-from tf_nmt.data.corpus.sources.mo_file import read_mo, translation_entries, write_mo
+from tf_nmt.data.builtin_corpus.sources import ding, gnome_docs, handbook, libreoffice_help
+from tf_nmt.data.builtin_corpus.sources.gettext_catalog import catalog_pairs
+from tf_nmt.data.builtin_corpus.sources.mo_file import read_mo, translation_entries, write_mo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 

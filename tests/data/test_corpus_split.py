@@ -1,10 +1,10 @@
 """Dedup, entry-disjoint dev/test selection and leak removal."""
 from collections import Counter
 
-from tf_nmt.data.corpus.builder import clean_and_dedupe
-from tf_nmt.data.corpus.normalize import match_key
-from tf_nmt.data.corpus.pairs import Pair
-from tf_nmt.data.corpus.split import split_pairs
+from tf_nmt.data.builtin_corpus.builder import clean_and_dedupe
+from tf_nmt.data.builtin_corpus.normalize import match_key
+from tf_nmt.data.builtin_corpus.pairs import Pair
+from tf_nmt.data.builtin_corpus.split import split_pairs
 
 
 def _ding(n_groups: int = 40, per_group: int = 3):

@@ -7,7 +7,7 @@ from tests.helpers import write_toy_data_dir
 
 def toy_config(tmp_path, **data):
     from tf_nmt.config import load_config
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.data.data_dir import ensure_vocab
 
     root = write_toy_data_dir(tmp_path / "data", repeats=1)
     cfg = load_config(None, [f"data.data_dir={root}", "data.vocab_size=320",
@@ -57,7 +57,7 @@ def test_the_sample_is_drawn_from_the_oversampled_pair_list(tmp_path):
     from tf_nmt.config import ConfigError
     from tf_nmt.data.sample import sample_batches
     from tf_nmt.data.tokenizer import EOS_ID, SubwordTokenizer
-    from tf_nmt.data.vocabulary import vocab_path
+    from tf_nmt.data.data_dir import vocab_path
 
     cfg = toy_config(tmp_path)
     corpus = tmp_path / "data" / "corpus"

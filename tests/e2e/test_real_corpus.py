@@ -15,8 +15,8 @@ DATA_DIR = Path(os.environ.get("TF_NMT_TEST_DATA_DIR", REPO / "data_cache"))
 
 @pytest.fixture(scope="module")
 def prepared():
-    from tf_nmt.data.corpus import prepare_corpus
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.data.builtin_corpus import prepare_corpus
+    from tf_nmt.data.data_dir import ensure_vocab
 
     stats = prepare_corpus(DATA_DIR)
     ensure_vocab(DATA_DIR, 8000)

@@ -32,7 +32,7 @@ HANG_GUARD_S = 300  # generous: a job that outlives this is hung
 def toy_data(root: Path) -> Path:
     """Toy corpus with its vocabulary learnt once (workers refuse to learn it concurrently)."""
     data = write_toy_data_dir(root)
-    code = ("import sys; from pathlib import Path; from tf_nmt.data.vocabulary import ensure_vocab;"
+    code = ("import sys; from pathlib import Path; from tf_nmt.data.data_dir import ensure_vocab;"
             "ensure_vocab(Path(sys.argv[1]), 320)")
     subprocess.run([sys.executable, "-c", code, str(data)], check=True, capture_output=True,
                    env=launcher.worker_env(), timeout=300)

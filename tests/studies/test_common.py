@@ -94,11 +94,11 @@ def test_command_line_of_a_study():
 def test_prepare_data_learns_a_missing_vocabulary_and_builds_only_a_missing_corpus(
         monkeypatch, tmp_path):
     from tests.helpers import write_toy_data_dir
-    from tf_nmt.data import corpus
-    from tf_nmt.data.vocabulary import vocab_path
+    from tf_nmt.data import builtin_corpus
+    from tf_nmt.data.data_dir import vocab_path
 
     built = []
-    monkeypatch.setattr(corpus, "prepare_corpus", lambda data_dir: built.append(data_dir))
+    monkeypatch.setattr(builtin_corpus, "prepare_corpus", lambda data_dir: built.append(data_dir))
     data = write_toy_data_dir(tmp_path / "toy")
     common.prepare_data(data, 320)  # a corpus is there: used as it is, only the vocabulary learned
     assert built == [] and vocab_path(data, 320).is_file()

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from experiments.second_pair import build
-from tf_nmt.data.corpus.segment import align_sentences, split_sentences
+from tf_nmt.data.builtin_corpus.segment import align_sentences, split_sentences
 from tests.helpers import read_lines, serve_fake_debs
-from tf_nmt.data.corpus.sources.mo_file import write_mo
+from tf_nmt.data.builtin_corpus.sources.mo_file import write_mo
 
 HELP_PAGE = """<!DOCTYPE html><html><body>
 <h1 id="hd_id{n}0">{title}</h1>

@@ -188,7 +188,7 @@ def test_peer_variants_with_overrides_it_cannot_mirror_are_refused(tmp_path, cap
 
 
 def test_prepare_writes_the_overridden_model_and_optimizer_for_the_peer(tmp_path):
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.data.data_dir import ensure_vocab
 
     data = write_toy_data_dir(tmp_path / "data")
     ensure_vocab(data, 320)

@@ -52,7 +52,7 @@ def test_build_and_compile_uses_the_plan_and_policy_it_is_given(monkeypatch):
 
 def test_the_precision_probe_passes_the_policy_as_a_value(monkeypatch, tmp_path):
     from tf_nmt.compat import tf
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.data.data_dir import ensure_vocab
     from tf_nmt.training import autotune
 
     data = write_toy_data_dir(tmp_path / "data")

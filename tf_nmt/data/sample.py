@@ -12,7 +12,7 @@ from typing import Any, List, Tuple
 from tf_nmt.config import DataConfig
 from tf_nmt.data.pipeline import encode_corpus, make_dataset
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import vocab_path
+from tf_nmt.data.data_dir import vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 
 

@@ -116,7 +116,7 @@ class SubwordTokenizer(tf.Module):
 
 
 @dataclass(frozen=True, eq=False)
-class Vocabularies:
+class TokenizerPair:
     """The (source, target) tokenizers of a corpus or a run; ``shared`` when one model serves
     both sides (the default, and every run before separate vocabularies existed).
 
@@ -134,9 +134,9 @@ class Vocabularies:
                              "would load them as one")
 
     @classmethod
-    def of(cls, value: Union[SubwordTokenizer, "Vocabularies"]) -> "Vocabularies":
+    def of(cls, value: Union[SubwordTokenizer, "TokenizerPair"]) -> "TokenizerPair":
         """``value`` itself, or a lone tokenizer as a shared pair."""
-        return value if isinstance(value, Vocabularies) else cls(value, value)
+        return value if isinstance(value, TokenizerPair) else cls(value, value)
 
     @property
     def shared(self) -> bool:
@@ -152,7 +152,7 @@ class Vocabularies:
         """The source vocabulary's fingerprint, None when shared."""
         return None if self.shared else self.source.fingerprint
 
-    def as_tokenizer(self) -> Union[SubwordTokenizer, "Vocabularies"]:
+    def as_tokenizer(self) -> Union[SubwordTokenizer, "TokenizerPair"]:
         """The shared tokenizer itself, else this pair (what translation code is handed)."""
         return self.target if self.shared else self
 
@@ -169,4 +169,4 @@ class Vocabularies:
         return self.target.decode(ids)
 
 
-Tokenizers = Union[SubwordTokenizer, Vocabularies]
+Tokenizers = Union[SubwordTokenizer, TokenizerPair]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Tuple
 
 from tf_nmt.config import ConfigError
-from tf_nmt.data.vocabulary import corpus_dir, load_split
+from tf_nmt.data.data_dir import corpus_dir, load_split
 
 
 def check_oversample(oversample: Mapping[str, object]) -> Dict[str, int]:

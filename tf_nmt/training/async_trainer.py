@@ -21,7 +21,7 @@ from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import USAGE, check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.data.prepared import DataError, read_prepared
-from tf_nmt.data.vocabulary import ensure_vocab
+from tf_nmt.data.data_dir import ensure_vocab
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.distributed.async_sgd import train_async
 from tf_nmt.distributed.downpour import requested as downpour_requested

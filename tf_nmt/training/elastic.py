@@ -35,7 +35,7 @@ from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
-from tf_nmt.data.tokenizer import Vocabularies
+from tf_nmt.data.tokenizer import TokenizerPair
 from tf_nmt.errors import UsageError
 from tf_nmt.training import schedules
 from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokenizer_for_training,
@@ -369,7 +369,7 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     # The state needs a model before the first attempt (to receive a broadcast when joining a
     # running job); each attempt then builds its own and the state moves into it.
     tokenizer = load_tokenizer_for_training(cfg, ctx, log if ctx.is_chief else (lambda _m: None))
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     model = build_and_compile(cfg, vocab.target.vocab_size, ctx, plan=plan,
                               source_vocab_size=vocab.source_vocab_size)
     create_optimizer_weights(model)

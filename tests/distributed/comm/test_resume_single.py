@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers import write_toy_data_dir
 from tests.parallel.workers.resume import STEPS, STOP, run_mode, tensors
-from tf_nmt.data.vocabulary import ensure_vocab
+from tf_nmt.data.data_dir import ensure_vocab
 from tf_nmt.distributed import SINGLE
 
 pytestmark = pytest.mark.slow

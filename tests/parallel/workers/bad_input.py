@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # repo root, when 
 from tests.helpers import write_toy_data_dir  # noqa: E402
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
-from tf_nmt.data.vocabulary import ensure_vocab  # noqa: E402
+from tf_nmt.data.data_dir import ensure_vocab  # noqa: E402
 from tf_nmt.run_dir import RunDir  # noqa: E402
 from tf_nmt.training.trainer import run_meta, train  # noqa: E402
 

@@ -204,7 +204,7 @@ def accumulate_scenario(ctx, arrays: Dict[str, np.ndarray]) -> dict:
 def resume_scenarios(ctx, out_dir: Path) -> dict:
     from tests.helpers import write_toy_data_dir  # noqa: PLC0415
     from tests.parallel.workers.resume import run_mode  # noqa: PLC0415
-    from tf_nmt.data.vocabulary import ensure_vocab  # noqa: PLC0415
+    from tf_nmt.data.data_dir import ensure_vocab  # noqa: PLC0415
 
     data = write_toy_data_dir(out_dir / f"data{ctx.rank}")  # per rank: no races on the files
     ensure_vocab(data, 320, log=lambda _m: None)

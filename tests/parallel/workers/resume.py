@@ -20,7 +20,7 @@ from tests.helpers import write_toy_data_dir  # noqa: E402
 from tests.parallel.workers import run_rank  # noqa: E402
 from tf_nmt.compat import tf  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
-from tf_nmt.data.vocabulary import ensure_vocab  # noqa: E402
+from tf_nmt.data.data_dir import ensure_vocab  # noqa: E402
 from tf_nmt.training.checkpoints import rank_directory  # noqa: E402
 from tf_nmt.training.trainer import train  # noqa: E402
 

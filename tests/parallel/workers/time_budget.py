@@ -18,7 +18,7 @@ from tests.parallel.workers import run_rank  # noqa: E402
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
 from tf_nmt.training import callbacks  # noqa: E402
-from tf_nmt.data.vocabulary import ensure_vocab  # noqa: E402
+from tf_nmt.data.data_dir import ensure_vocab  # noqa: E402
 from tf_nmt.training.trainer import train  # noqa: E402
 
 TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=16", "model.num_heads=2",

@@ -1,7 +1,7 @@
 """Which pairs of a user's corpus are kept, with a count for every reason a pair is dropped.
 
 Both sides are normalised first (NFC, control characters out, whitespace runs to one space: the
-built-in corpus's :func:`~tf_nmt.data.corpus.normalize.normalize_space`), so a kept side never
+built-in corpus's :func:`~tf_nmt.data.builtin_corpus.normalize.normalize_space`), so a kept side never
 holds a TAB or a newline. Then, in this order, a pair is dropped as
 
 - ``empty``: a side has no text;
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
-from tf_nmt.data.corpus.normalize import normalize_space
+from tf_nmt.data.builtin_corpus.normalize import normalize_space
 
 REASONS = ("empty", "too_long", "ratio", "duplicates", "overlap")
 Counts = Dict[str, int]

@@ -1,15 +1,16 @@
-"""Where the vocabulary lives for a prepared corpus (shared, or an own corpus's separate
-source and target ones), and how the built-in corpus's is built once."""
+"""What a prepared data directory holds and how it is read: its split text files, its
+vocabulary (shared, or an own corpus's separate source and target ones), and the built-in
+corpus's shared vocabulary, learned once from its train split (:func:`ensure_vocab`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from tf_nmt.config import ConfigError
-from tf_nmt.data.corpus import read_parallel
+from tf_nmt.data.builtin_corpus import read_parallel
 from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
 from tf_nmt.data.tokenizer import (SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers,
-                                   Vocabularies, train_sentencepiece)
+                                   TokenizerPair, train_sentencepiece)
 from tf_nmt.utils.io import write_bytes_atomic
 
 SPLITS = ("train", "dev", "test")
@@ -43,7 +44,7 @@ def load_split(data_dir: Path, split: str) -> List[Tuple[str, str]]:
 
 def prepared_vocab(prepared: PreparedData, vocab_size: Optional[int] = None) -> Tokenizers:
     """An own corpus's vocabulary, as its manifest records it: the shared tokenizer, or the
-    :class:`Vocabularies` of a corpus prepared with separate ones. ``vocab_size``: the size the
+    :class:`TokenizerPair` of a corpus prepared with separate ones. ``vocab_size``: the size the
     configuration asks for (None: not given, the manifest's; the target's when separate);
     another size is a ConfigError naming both, a missing or changed model file a
     :class:`DataError`."""
@@ -60,7 +61,7 @@ def prepared_vocab(prepared: PreparedData, vocab_size: Optional[int] = None) -> 
         return target
     source = _load_checked(prepared.root / vocab.get("src", {}).get("path", ""),
                            prepared.source_vocab_fingerprint, SOURCE_TOKENIZER)
-    return Vocabularies(source, target)
+    return TokenizerPair(source, target)
 
 
 def _load_checked(path: Path, fingerprint: Optional[str],

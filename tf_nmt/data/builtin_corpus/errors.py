@@ -1,4 +1,5 @@
-"""The one exception type of the corpus package."""
+"""The one exception type of the built-in corpus package (its readers of users' parallel files
+raise it too)."""
 from tf_nmt.errors import UserError
 
 

@@ -1,1 +1,0 @@
-"""Per-source extractors; each yields :class:`~tf_nmt.data.corpus.pairs.Pair` records."""
