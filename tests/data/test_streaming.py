@@ -1,7 +1,5 @@
 """Streaming an own corpus's shards (tf_nmt.data.streaming): the same batches as the in-memory
-pipeline makes, each rank its own shards, exact resume by skip, one-line shard errors."""
-from collections import Counter
-
+pipeline makes, one-line shard errors (ranks' shares: test_rank_shares.py)."""
 import numpy as np
 import pytest
 
@@ -70,19 +68,6 @@ def test_streamed_batches_are_the_in_memory_pipelines_batches(data_dir):
                  list(make_dataset(corpus, 64, 16, shuffle=False, repeat=False, bucket_width=1)))
 
 
-def test_two_ranks_read_disjoint_shards_that_cover_every_pair_once(data_dir):
-    prepared = read_prepared(data_dir)
-    ranks = [prepared.rank_shards(2, r) for r in (0, 1)]
-    assert not set(ranks[0]) & set(ranks[1])
-    assert sorted(ranks[0] + ranks[1]) == sorted(prepared.shard_paths())
-    epoch = Counter()
-    for rank, files in enumerate(ranks):
-        for batch in make_shard_dataset(files, 256, 100, repeat=False, seed=10 + rank,
-                                        shuffle_buffer=16, bucket_width=1):
-            epoch.update(batch_pairs_of(batch))
-    assert epoch == Counter(shard_pairs(data_dir))
-
-
 def test_each_epoch_reshuffles_the_file_order_from_the_seed(data_dir):
     files = read_prepared(data_dir).shard_paths()
 
@@ -96,33 +81,14 @@ def test_each_epoch_reshuffles_the_file_order_from_the_seed(data_dir):
     assert len(set(firsts(1))) > 1
 
 
-def test_skip_resumes_the_uninterrupted_stream_exactly(data_dir):
-    """A resumed run skips the batches it consumed and then sees what an uninterrupted run sees,
-    across epoch boundaries (reshuffled files and buffer)."""
-    files = read_prepared(data_dir).rank_shards(2, 1)
-
-    def stream():
-        return make_shard_dataset(files, 64, 16, repeat=True, seed=5, shuffle_buffer=8,
-                                  bucket_width=1)
-
-    straight = list(stream().take(40))
-    epoch_batches = sum(1 for _ in make_shard_dataset(files, 64, 16, repeat=False, seed=5,
-                                                      shuffle_buffer=8, bucket_width=1))
-    assert 40 > 2 * epoch_batches  # the comparison spans more than two epochs
-    same_batches(list(stream().skip(17).take(23)), straight[17:])
-
-
-def test_missing_or_truncated_shard_and_too_many_ranks_are_one_line(tmp_path):
+def test_missing_or_truncated_shard_is_one_line(tmp_path):
     root = write_own_corpus(tmp_path / "own", num_shards=3, repeats=1)
-    with pytest.raises(DataError, match="3 ranks.*4 ranks|4 ranks but only 3 shards") as err:
-        read_prepared(root).rank_shards(4, 0)
-    assert "\n" not in str(err.value) and "--num-shards 4" in str(err.value)
     shard = root / "shards" / read_prepared(root).shards[1].name
     shard.write_bytes(shard.read_bytes()[:-5])
     with pytest.raises(DataError, match="truncated") as err:
-        read_prepared(root).rank_shards(1, 0)
+        read_prepared(root).rank_blocks(1, 0, 8)
     assert "\n" not in str(err.value) and shard.name in str(err.value)
     shard.unlink()
     with pytest.raises(DataError, match="missing") as err:
-        read_prepared(root).rank_shards(2, 1)
+        read_prepared(root).rank_blocks(2, 1, 8)
     assert "\n" not in str(err.value) and shard.name in str(err.value)

@@ -1,6 +1,6 @@
-"""An own corpus under a real ``horovodrun -np 2`` (Gloo): each rank streams its own shards,
-disjoint and together every pair once, and trains; more ranks than shards is one line on every
-rank before anything is written (see workers/own_corpus.py)."""
+"""An own corpus under a real ``horovodrun -np 2`` (Gloo): each rank streams its own share of the
+pairs, disjoint and together every pair once, from 5 shards (which 2 ranks do not divide), and
+trains; a corpus of one shard is split between the ranks (see workers/own_corpus.py)."""
 import json
 from collections import Counter
 
@@ -18,35 +18,30 @@ pytestmark = [pytest.mark.parallel, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
     out = tmp_path_factory.mktemp("own-corpus")
-    data = write_own_corpus(out / "data", num_shards=4, repeats=2)
+    data = write_own_corpus(out / "data", num_shards=5, repeats=2)
     spm = (data / "vocab" / "spm-320.model").read_bytes()
     write_own_corpus(out / "one-shard", num_shards=1, repeats=1, spm_proto=spm)
     return out, launch.horovodrun("own_corpus.py", out, controller="gloo", timeout=600)
 
 
-def test_ranks_read_disjoint_shards_that_cover_every_pair_once(launched):
+def test_ranks_read_disjoint_equal_shares_that_cover_every_pair_once(launched):
     out, results = launched
-    files = [results[r]["files"] for r in (0, 1)]
-    assert not set(files[0]) & set(files[1])
-    assert sorted(files[0] + files[1]) == sorted(p.name for p in (out / "data" / "shards").iterdir())
+    blocks = [results[r]["blocks"] for r in (0, 1)]
+    assert len(results[0]["pairs"]) == len(results[1]["pairs"]) == 80  # 160 pairs in 5 shards
+    split = [name for name, _, _ in blocks[0]]
+    assert split[-1] == [name for name, _, _ in blocks[1]][0]  # the middle shard is split
     together = Counter(tuple(map(tuple, p)) for r in (0, 1) for p in results[r]["pairs"])
     assert together == Counter(shard_pairs(out / "data"))
 
 
-def test_two_ranks_train_on_their_shards(launched):
+def test_two_ranks_train_on_their_shares(launched):
     out, results = launched
     for rank in (0, 1):
-        assert results[rank]["streamed"] == [results[rank]["files"]]  # its own shards only
+        assert results[rank]["streamed"][0] == results[rank]["blocks"]  # its own share only
         assert results[rank]["final_step"] == STEPS
+        assert results[rank]["one_shard_final_step"] == STEPS
     assert results[0]["losses"] and all(loss > 0 for loss in results[0]["losses"])
-    assert any("2 shard(s) per rank" in line and "en-fr" in line for line in results[0]["log"])
+    assert any("reads its share of 80 once" in line and "en-fr" in line
+               for line in results[0]["log"])
     meta = json.loads((out / "run" / "meta.json").read_text())
     assert meta["languages"] == ["en", "fr"] and meta["world_size"] == 2
-
-
-def test_more_ranks_than_shards_is_one_line_on_every_rank(launched):
-    out, results = launched
-    for rank in (0, 1):
-        refusal = results[rank]["refusal"]
-        assert refusal and "2 ranks but only 1 shards" in refusal and "\n" not in refusal
-    assert not (out / "refused-run").exists()

@@ -87,7 +87,8 @@ def check_data_config(data: DataConfig) -> None:
     check_oversample(data.oversample)
 
 
-def _with_specials(src: tf.Tensor, tgt: tf.Tensor):
+def with_specials(src: tf.Tensor, tgt: tf.Tensor):
+    """(source, target) ids -> (source + eos, bos + target, target + eos)."""
     eos = tf.constant([EOS_ID], tf.int32)
     bos = tf.constant([BOS_ID], tf.int32)
     return tf.concat([src, eos], 0), tf.concat([bos, tgt], 0), tf.concat([tgt, eos], 0)
@@ -126,15 +127,26 @@ def batch_pairs(pairs: tf.data.Dataset, batch_tokens: int, max_length: int, shuf
     :func:`make_dataset`: eos/bos added, pairs over ``max_length`` dropped, shuffled through a
     buffer of ``shuffle_buffer`` pairs, repeated, and batched by :func:`bucket_plan`. Shared by the
     in-memory corpus and the streamed shards (:mod:`tf_nmt.data.streaming`), so both batch alike."""
-    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
-    ds = pairs.map(_with_specials, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.filter(lambda s, ti, to: tf.logical_and(tf.size(s) <= max_length,
-                                                    tf.size(ti) <= max_length))
+    ds = pairs.map(with_specials, num_parallel_calls=tf.data.AUTOTUNE).filter(fits(max_length))
     if shuffle:
         ds = ds.shuffle(max(1, shuffle_buffer), seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
-    ds = ds.bucket_by_sequence_length(
+    return bucket_batches(ds, batch_tokens, max_length, bucket_width).prefetch(tf.data.AUTOTUNE)
+
+
+def fits(max_length: int):
+    """The filter predicate of pairs with specials that are at most ``max_length`` long."""
+    return lambda s, ti, to: tf.logical_and(tf.size(s) <= max_length, tf.size(ti) <= max_length)
+
+
+def bucket_batches(pairs: tf.data.Dataset, batch_tokens: int, max_length: int,
+                   bucket_width: int = 0) -> tf.data.Dataset:
+    """Pairs with specials (:func:`with_specials`), none over ``max_length`` (:func:`fits`) ->
+    the training batches, by :func:`bucket_plan` (a finite input ends with its part-filled
+    buckets)."""
+    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
+    ds = pairs.bucket_by_sequence_length(
         element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(ti)),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=sizes,
@@ -142,9 +154,8 @@ def batch_pairs(pairs: tf.data.Dataset, batch_tokens: int, max_length: int, shuf
         padding_values=(PAD_ID, PAD_ID, PAD_ID),
         drop_remainder=False,
     )
-    ds = ds.map(lambda s, ti, to: ({"source": s, "target_in": ti}, to),
-                num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.map(lambda s, ti, to: ({"source": s, "target_in": ti}, to),
+                  num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def make_source_batches(corpus_source: tf.RaggedTensor, batch_size: int) -> tf.data.Dataset:

@@ -44,7 +44,7 @@ SPLITS = ("train", "dev", "test")
 
 class DataError(UserError, ValueError):
     """A prepared data directory that cannot be used as asked (missing or truncated shard,
-    mismatched languages or vocabulary, more ranks than shards)."""
+    mismatched languages or vocabulary, more ranks than training pairs)."""
 
 
 @dataclass(frozen=True)
@@ -111,18 +111,45 @@ class PreparedData:
             paths.append(path)
         return paths
 
-    def rank_shards(self, world_size: int, rank: int) -> List[Path]:
-        """The shards rank ``rank`` of ``world_size`` reads: disjoint, every ``world_size``-th."""
+    def rank_blocks(self, world_size: int, rank: int, block_pairs: int) -> List["Block"]:
+        """The records rank ``rank`` of ``world_size`` trains on, as :class:`Block` s of at most
+        ``block_pairs`` records: its :func:`share_bounds` of the corpus's pairs taken in shard
+        order, whatever the number of shards (a shard may be split between ranks, a rank may
+        read several). Every pair belongs to exactly one rank; shares differ by at most one."""
+        if block_pairs < 1:
+            raise ValueError(f"block_pairs must be >= 1, got {block_pairs}")
         paths = self.shard_paths()
-        if world_size > len(paths):
-            raise DataError(f"{self.root}: {world_size} ranks but only {len(paths)} shards: each "
-                            "rank needs a shard of its own; re-run prepare-data with "
-                            f"--num-shards {world_size} (or more) --force, or use fewer ranks")
-        return paths[rank::world_size]
+        total = sum(info.pairs for info in self.shards)
+        if world_size > total:
+            raise DataError(f"{self.root}: {world_size} ranks but only {total} training pairs: "
+                            "each rank needs a pair of its own; use fewer ranks")
+        low, high = share_bounds(total, world_size, rank)
+        blocks, offset = [], 0
+        for info, path in zip(self.shards, paths):
+            first, last = max(low, offset), min(high, offset + info.pairs)
+            blocks += [Block(path, start - offset, min(block_pairs, last - start))
+                       for start in range(first, last, block_pairs)]
+            offset += info.pairs
+        return blocks
 
     @property
     def train_pairs(self) -> int:
         return int(self.splits.get("train", {}).get("pairs", 0))
+
+
+@dataclass(frozen=True)
+class Block:
+    """``count`` consecutive records of the shard ``path``, from its ``start``-th (0-based)."""
+
+    path: Path
+    start: int
+    count: int
+
+
+def share_bounds(total: int, world_size: int, rank: int) -> Tuple[int, int]:
+    """[first, end) of rank ``rank``'s share of ``total`` pairs: consecutive, disjoint, sizes
+    differing by at most one, together all ``total``."""
+    return total * rank // world_size, total * (rank + 1) // world_size
 
 
 def vocab_fingerprint(model_proto: bytes) -> str:

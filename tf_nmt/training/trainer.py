@@ -21,7 +21,7 @@ from tf_nmt.config import Config, ConfigError, TrainConfig
 from tf_nmt.config_usage import check_given
 from tf_nmt.data.pipeline import check_data_config, encode_corpus, make_dataset
 from tf_nmt.data.prepared import PreparedData, read_prepared
-from tf_nmt.data.streaming import make_shard_dataset
+from tf_nmt.data.streaming import block_pairs, rank_stream
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
@@ -301,12 +301,13 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     prepared = read_prepared(Path(cfg.data.data_dir))
     tokenizer = load_tokenizer_for_training(cfg, ctx, chief_log, prepared)
     # read before the run directory is written: a bad data.oversample source, a missing or
-    # truncated shard, more ranks than shards lose nothing
-    if prepared.own:  # streamed from this rank's shards
+    # truncated shard, more ranks than pairs lose nothing
+    if prepared.own:  # streamed: this rank's share of the pairs, in blocks of shards
         check_own_corpus(cfg, prepared)
-        train_shards, train_pairs = prepared.rank_shards(ctx.size, ctx.rank), None
+        train_blocks, train_pairs = prepared.rank_blocks(
+            ctx.size, ctx.rank, block_pairs(cfg.data.shuffle_buffer)), None
     else:  # the built-in corpus, held in memory
-        train_shards, train_pairs = None, load_train_pairs(Path(cfg.data.data_dir),
+        train_blocks, train_pairs = None, load_train_pairs(Path(cfg.data.data_dir),
                                                            cfg.data.oversample)
     schedule = schedules.from_config(cfg.train, ctx.size)
     meta = run_meta(cfg, tokenizer, ctx.size, prepared.languages)
@@ -370,13 +371,13 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
 
     data_dir = Path(cfg.data.data_dir)
     dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
-    if train_shards is not None:
+    if train_blocks is not None:
         train_count = prepared.train_pairs
-        train_ds = make_shard_dataset(train_shards, cfg.data.batch_tokens, cfg.data.max_length,
-                                      shuffle=True, repeat=True,
-                                      seed=cfg.data.shuffle_seed + ctx.rank,
-                                      shuffle_buffer=cfg.data.shuffle_buffer,
-                                      bucket_width=cfg.data.length_bucket_width)
+        train_ds = rank_stream(train_blocks, cfg.data.batch_tokens, cfg.data.max_length,
+                               seed=cfg.data.shuffle_seed + ctx.rank,
+                               shuffle_buffer=cfg.data.shuffle_buffer,
+                               bucket_width=cfg.data.length_bucket_width)
+        train_ds = train_ds.map(lambda batch, _position: batch)
     else:
         train_corpus = encode_corpus(train_pairs, tokenizer)
         train_count = len(train_corpus)
@@ -397,7 +398,8 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     chief_log(f"{cfg.model.kind}: {num_params:,} parameters, vocab {vocab.target.vocab_size}"
               + ("" if vocab.shared else f" (source {vocab.source.vocab_size})") + ", "
               f"{train_count:,} train pairs"
-              + (f" in {len(train_shards)} shard(s) per rank" if train_shards else "")
+              + (f" (a data epoch: rank {ctx.rank} reads its share of "
+                 f"{sum(b.count for b in train_blocks):,} once)" if train_blocks else "")
               + f", {'-'.join(prepared.languages)}, world size {ctx.size}"
               + (f", resuming from step {resumed_from}" if resuming else ""))
 

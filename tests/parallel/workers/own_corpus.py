@@ -1,9 +1,10 @@
 """Worker for tests/parallel/test_own_corpus.py: run under ``horovodrun -np 2``.
 
-Each rank reads its shards of the own corpus the test wrote to ``<out>/data`` (4 shards) and
-records which files and pairs they hold, trains the same tiny en->fr run for a few steps on
-them (recording the files the trainer streams) (``<out>/run``), and tries a corpus of 1 shard (``<out>/one-shard``), which both ranks must
-refuse before writing anything. Writes ``<out>/rank<r>.json``.
+Each rank reads its share of the own corpus the test wrote to ``<out>/data`` (5 shards, which
+2 ranks do not divide) and records the blocks and pairs it holds, trains the same tiny en->fr
+run for a few steps on them (recording the blocks the trainer streams) (``<out>/run``), and
+trains on a corpus of 1 shard (``<out>/one-shard``), which the ranks split. Writes
+``<out>/rank<r>.json``.
 """
 import sys
 from pathlib import Path
@@ -12,8 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # repo root, when 
 
 from tests.parallel.workers import run_rank  # noqa: E402
 from tf_nmt.config import load_config  # noqa: E402
-from tf_nmt.data.prepared import DataError, read_prepared  # noqa: E402
-from tf_nmt.data.streaming import read_pairs  # noqa: E402
+from tf_nmt.compat import tf  # noqa: E402
+from tf_nmt.data.prepared import decode_record, read_prepared  # noqa: E402
+from tf_nmt.data.streaming import block_pairs  # noqa: E402
 from tf_nmt.training import trainer  # noqa: E402
 from tf_nmt.training.trainer import train  # noqa: E402
 
@@ -24,28 +26,30 @@ TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=16", "mod
         "train.warmup_steps=2", "train.seed=7", f"train.train_steps={STEPS}"]
 
 
+def described(blocks) -> list:
+    return [[b.path.name, b.start, b.count] for b in blocks]
+
+
 def work(ctx, out: Path) -> dict:
     data = out / "data"
-    files = read_prepared(data).rank_shards(ctx.size, ctx.rank)
-    pairs = [[s.numpy().tolist(), t.numpy().tolist()] for s, t in read_pairs(files, shuffle=False)]
+    blocks = read_prepared(data).rank_blocks(ctx.size, ctx.rank, block_pairs(32))
+    pairs = [list(map(list, decode_record(record))) for b in blocks for record in
+             tf.data.TFRecordDataset(str(b.path)).skip(b.start).take(b.count).as_numpy_iterator()]
     lines, streamed = [], []
-    stream = trainer.make_shard_dataset
+    stream = trainer.rank_stream
 
-    def recording(shards, *args, **kwargs):  # what the trainer streams
-        streamed.append([Path(f).name for f in shards])
-        return stream(shards, *args, **kwargs)
+    def recording(rank_blocks, *args, **kwargs):  # what the trainer streams
+        streamed.append(described(rank_blocks))
+        return stream(rank_blocks, *args, **kwargs)
 
-    trainer.make_shard_dataset = recording
+    trainer.rank_stream = recording
     log = lines.append if ctx.is_chief else (lambda _m: None)
     result = train(load_config(None, TINY + [f"data.data_dir={data}"]), out / "run", log=log)
-    try:
-        train(load_config(None, TINY + [f"data.data_dir={out / 'one-shard'}"]),
-              out / "refused-run", log=log)
-        refusal = None
-    except DataError as err:
-        refusal = str(err)
-    return {"files": [f.name for f in files], "streamed": streamed, "pairs": pairs, "final_step": result.final_step,
-            "losses": [h["loss"] for h in result.history], "log": lines, "refusal": refusal}
+    one_shard = train(load_config(None, TINY + [f"data.data_dir={out / 'one-shard'}"]),
+                      out / "one-shard-run", log=log)
+    return {"blocks": described(blocks), "streamed": streamed, "pairs": pairs,
+            "final_step": result.final_step, "one_shard_final_step": one_shard.final_step,
+            "losses": [h["loss"] for h in result.history], "log": lines}
 
 
 if __name__ == "__main__":
