@@ -9,8 +9,8 @@ worker under ``horovodrun -np N -H localhost:N`` (oversubscribed beyond the core
 builds the quickstart-sized Transformer twice -- with the tied embedding/output projection the
 trainer uses, and untied -- and for a few real batches of ``--batch-tokens`` tokens computes its
 local gradients and averages them with Horovod both ways
-(:func:`tf_nmt.distributed.exchange.exchange_gradients`), recording per tensor the bytes it
-handed to Horovod and the bytes of the result Horovod returned. Rank 0 also records a Horovod
+(:func:`experiments.accumulation.horovod_traffic.exchange_gradients`), recording per tensor the
+bytes it handed to Horovod and the bytes of the result Horovod returned. Rank 0 also records a Horovod
 timeline of the measured steps, whose allgather result shapes must add up to the same bytes.
 
 Curve to 64, 300 and 1200 ranks (see :mod:`tf_nmt.distributed.accounting`): the allgather
@@ -27,15 +27,15 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from experiments.accumulation.horovod_traffic import exchange_gradients, step_totals
+from experiments.lib import common, launcher
+from experiments.lib.plotting import log_log_axes, save_figure, subplots
+from experiments.lib.timeline import bytes_by_kind, read_timeline
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.sample import sample_batches
-from tf_nmt.distributed import accounting, launcher
-from tf_nmt.distributed.exchange import exchange_gradients, step_totals
-from tf_nmt.distributed.timeline import bytes_by_kind, read_timeline
+from tf_nmt.distributed import accounting
 from tf_nmt.models.losses import LabelSmoothedCrossEntropy
-from experiments.lib import common
-from experiments.lib.plotting import log_log_axes, save_figure, subplots
 from tf_nmt.run_dir import build_initialised_model
 
 VARIANTS = {"tied": True, "untied": False}  # tie_embeddings per variant

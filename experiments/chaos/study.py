@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 from experiments.lib import common
 from tf_nmt.training.callbacks import read_progress_log
 

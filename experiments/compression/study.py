@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tf_nmt.config import load_config, preset
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 from tf_nmt.distributed.comm.settings import MODE_KEYS, keys_used
 from experiments.lib import common
 from experiments.lib.curves import bleu_curve, first_reaching

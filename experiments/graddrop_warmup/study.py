@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from tf_nmt.config import load_config, preset
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 from experiments.lib import common
 from tf_nmt.utils import machine
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 from experiments.lib import common
 from tf_nmt.training.schedules import scale_lr, scale_warmup
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from tf_nmt.config import Config, load_config, preset
-from tf_nmt.distributed.launcher import CONTROLLERS
+from experiments.lib.launcher import CONTROLLERS
 from tf_nmt.utils.io import write_json_atomic
 
 

@@ -19,8 +19,8 @@ two untimed steps per shape and variant (tracing, XLA compilation). A variant's 
 median over rounds; its ratio to the first variant is the median of the per-round ratios.
 
 ``--profile`` traces ``--profile-steps`` steps of every variant at the first shape with the TF
-profiler (:mod:`tf_nmt.utils.op_profile`) and records the op time per step by op type, the
-matmuls' share of it, and the top op types.
+profiler (:mod:`experiments.step_speed.op_profile`) and records the op time per step by op
+type, the matmuls' share of it, and the top op types.
 
     python -m experiments step-speed                                   # experiments/step_speed/results/step_speed.json
     python -m experiments step-speed --variants fp32,fp32-xla --shapes 64x32 --rounds 1 --out /tmp/s.json
@@ -176,7 +176,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     common.refuse_existing([args.out], args.overwrite)
-    from tf_nmt.utils import op_profile
+    from experiments.step_speed import op_profile
 
     cfg = common.study_config(args.preset, args.set, batch_tokens=4096)
     vocab = args.vocab_size or cfg.data.vocab_size

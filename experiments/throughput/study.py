@@ -36,8 +36,8 @@ from typing import Any, Callable, List, Optional, Sequence
 from tf_nmt import distributed
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.sample import sample_batches
-from tf_nmt.distributed import launcher
-from tf_nmt.distributed.timeline import DATA_OPS, busy_us, read_timeline
+from experiments.lib import launcher
+from experiments.lib.timeline import DATA_OPS, busy_us, read_timeline
 from experiments.lib import common
 from experiments.lib.step_split import StepSplit, with_and_without_exchange
 

@@ -200,7 +200,7 @@ class Bench:
 
     def tf_nmt(self, name: str, variant: Variant, round_index: int) -> Dict[str, Any]:
         """One tf-nmt training process (or horovodrun job) of the variant."""
-        from tf_nmt.distributed import launcher
+        from experiments.lib import launcher
         from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log
 
         a = self.args

@@ -1,5 +1,5 @@
 """Launching a worker script under a real ``horovodrun -np N`` (via
-:mod:`tf_nmt.distributed.launcher`) and collecting its JSON files."""
+:mod:`experiments.lib.launcher`) and collecting its JSON files."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from horovod_patches.mpi_env import launch_env
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"

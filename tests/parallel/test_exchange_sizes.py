@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tests.parallel import launch
-from tf_nmt.distributed.timeline import bytes_by_kind, read_timeline
+from experiments.lib.timeline import bytes_by_kind, read_timeline
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow]
 

@@ -30,7 +30,7 @@ import pytest
 from tests.parallel import launch
 from tests.parallel.workers.keras3_tfnmt import PLANT_VAR, RESUME_MODES, SYNC_MODES, UPDATES
 from tests.parallel.workers.resume import STEPS, STOP
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow,
               pytest.mark.skipif(not launch.horovod_importable(), reason="horovod.tensorflow is "

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import write_toy_data_dir
 from tests.parallel import launch
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 from experiments.chaos import study as chaos
 from experiments.lib import common
 

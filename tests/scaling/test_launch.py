@@ -1,11 +1,11 @@
-"""Real Gloo ranks in emulated-cluster namespaces (command lines: tests/distributed/test_launcher)."""
+"""Real Gloo ranks in emulated-cluster namespaces (command lines: tests/studies/test_launcher)."""
 import json
 import subprocess
 import sys
 
 import pytest
 
-from tf_nmt.distributed.launcher import LaunchError
+from experiments.lib.launcher import LaunchError
 from experiments.scaling.cluster.emulated_ranks import launch_emulated
 from experiments.scaling.cluster.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem
 from tests.parallel.launch import horovod_importable

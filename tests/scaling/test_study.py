@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tf_nmt.distributed.launcher import worker_env
+from experiments.lib.launcher import worker_env
 from experiments.scaling.cluster.emulated_ranks import launch_emulated
 from experiments.scaling.cluster.modes import available_modes, mode_overrides
 from experiments.scaling.cluster.netns import EmulatedCluster, LinkSpec, list_namespaces, support_problem

@@ -6,7 +6,7 @@ import pytest
 
 from experiments import STUDIES
 from experiments.step_speed import study as bench
-from tf_nmt.utils import op_profile
+from experiments.step_speed import op_profile
 
 TINY = ["--set", "model.num_layers=1", "--set", "model.d_model=32", "--set", "model.num_heads=2",
         "--set", "model.ff_dim=64", "--vocab-size", "320"]

@@ -14,12 +14,13 @@ The rest lives in submodules, each the one home of its decision:
 
 * :mod:`tf_nmt.distributed.comm` — gradient communication (``train.comm``): ``wrap_optimizer``
   and ``comm_callbacks``, the only entry point ``model.fit`` code uses;
-* :mod:`tf_nmt.distributed.launcher` — the ``horovodrun``/``mpirun`` command line and worker
-  environment (threads per rank) every launcher uses;
 * :mod:`tf_nmt.distributed.accounting` — every byte formula of the gradient exchange;
-* :mod:`~tf_nmt.distributed.exchange`, :mod:`~tf_nmt.distributed.timeline` — measuring what
-  Horovod moves; :mod:`~tf_nmt.distributed.ps_cluster`, :mod:`~tf_nmt.distributed.async_sgd`,
+* :mod:`~tf_nmt.distributed.ps_cluster`, :mod:`~tf_nmt.distributed.async_sgd`,
   :mod:`~tf_nmt.distributed.global_accumulator` — asynchronous SGD on a parameter-server cluster.
+
+Launching ranks (``horovodrun``/``mpirun`` command lines) and measuring what Horovod moves are
+research tools, not part of the package: ``experiments/lib/launcher.py``,
+``experiments/lib/timeline.py`` and ``experiments/accumulation/horovod_traffic.py``.
 
 Typical use in a trainer::
 

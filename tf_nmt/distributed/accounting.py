@@ -8,8 +8,9 @@
   puts on its link per step for a comm mode (:func:`link_send_bytes`); per-rank :class:`Exchange` records and their
   extrapolation to more ranks (:func:`project`, :func:`curve`).
 
-The comm modes (:mod:`tf_nmt.distributed.comm`), :mod:`~tf_nmt.distributed.exchange`,
-:mod:`~tf_nmt.distributed.timeline` and the accumulation study all count bytes with these.
+The comm modes (:mod:`tf_nmt.distributed.comm`) and the studies' measurements of Horovod's
+traffic (``experiments/accumulation/horovod_traffic.py``, ``experiments/lib/timeline.py``) all
+count bytes with these.
 The model of Horovod's exchange, per step and per rank:
 
 * A sparse gradient (``tf.IndexedSlices``, ``sparse_as_dense=False``) is exchanged by two

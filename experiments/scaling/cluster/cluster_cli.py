@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from tf_nmt.distributed.launcher import worker_env
+from experiments.lib.launcher import worker_env
 from experiments.scaling.cluster.emulated_ranks import launch_emulated
 from experiments.scaling.cluster.netns import (ROOT_PREFIX, EmulatedCluster, LinkSpec, qdisc_available,
                                   remove_namespaces, support_problem)

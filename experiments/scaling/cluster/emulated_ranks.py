@@ -4,8 +4,8 @@ network namespace.
 ``horovodrun`` reaches remote hosts over ssh, which the namespaces do not run, so each rank is
 started here with ``ip netns exec`` and the environment Horovod's Gloo launcher would give it,
 and Horovod's own rendezvous (``RendezvousServer``) is served from inside host 0's namespace.
-The rank environment and thread settings come from :func:`tf_nmt.distributed.launcher.worker_env`;
-command lines for this machine or a real cluster from :mod:`tf_nmt.distributed.launcher`.
+The rank environment and thread settings come from :func:`experiments.lib.launcher.worker_env`;
+command lines for this machine or a real cluster from :mod:`experiments.lib.launcher`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
-from tf_nmt.distributed.launcher import LaunchError, worker_env
+from experiments.lib.launcher import LaunchError, worker_env
 from experiments.scaling.cluster.netns import HOST_IFACE, EmulatedCluster, entered
 
 

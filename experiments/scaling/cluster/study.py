@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from tf_nmt.distributed.launcher import LaunchError, horovodrun_command, mpirun_command, worker_env
+from experiments.lib.launcher import LaunchError, horovodrun_command, mpirun_command, worker_env
 from experiments.scaling.cluster.efficiency import SCALING_KINDS, efficiency_rows, markdown_table, strong_split
 from experiments.scaling.cluster.emulated_ranks import launch_emulated
 from experiments.scaling.cluster.modes import mode_overrides

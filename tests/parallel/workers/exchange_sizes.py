@@ -17,7 +17,7 @@ os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"  # read by hvd.init(): lets rank 0 st
 from tf_nmt import distributed  # noqa: E402
 from tf_nmt.compat import keras, tf  # noqa: E402
 from tf_nmt.distributed.comm.horovod import horovod_tape  # noqa: E402
-from tf_nmt.distributed.exchange import exchange_gradients, measure  # noqa: E402
+from experiments.accumulation.horovod_traffic import exchange_gradients, measure  # noqa: E402
 from tf_nmt.models import build_model  # noqa: E402
 from tf_nmt.models.losses import label_smoothed_nll  # noqa: E402
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tf_nmt.distributed import timeline as tl
+from experiments.lib import timeline as tl
 
 EVENTS = [
     {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "grad_a"}},

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_nmt.distributed import launcher
+from experiments.lib import launcher
 
 
 def test_local_command_oversubscribes_localhost():

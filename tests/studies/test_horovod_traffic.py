@@ -2,7 +2,7 @@
 import pytest
 
 from tf_nmt.compat import tf
-from tf_nmt.distributed.exchange import TensorExchange, TensorSize, measure, step_totals
+from experiments.accumulation.horovod_traffic import TensorExchange, TensorSize, measure, step_totals
 
 
 def test_dense_tensor_size():
@@ -34,7 +34,7 @@ def test_step_totals_split_sparse_and_dense():
 
 
 def test_mismatched_names_are_an_error():
-    from tf_nmt.distributed.exchange import exchange_gradients
+    from experiments.accumulation.horovod_traffic import exchange_gradients
 
     with pytest.raises(ValueError, match="2 gradients but 1 names"):
         exchange_gradients([tf.zeros([1]), tf.zeros([1])], ["a"], hvd=None, sparse_as_dense=True)
