@@ -6,8 +6,8 @@ Run from a checkout (no TensorFlow is imported):
     python docs/gen_config_reference.py           # rewrite docs/configuration-reference.md
     python docs/gen_config_reference.py --check   # exit 1 when the page is stale
 
-Every key's type, default and description come from ``tf_nmt/config.py`` (each field's
-``metadata["help"]``); the presets from ``tf_nmt.config.PRESETS``; the model hyper-parameters'
+Every key's type, default, valid values and description come from ``tf_nmt/config.py``
+(each field's ``metadata["help"]``, ``["range"]`` or ``["choices"]``); the presets from ``tf_nmt.config.PRESETS``; the model hyper-parameters'
 defaults from ``TRANSFORMER_DEFAULTS`` and ``GNMT_DEFAULTS``, read from their modules' source
 (importing the models would import TensorFlow) and described by :data:`HPARAM_HELP` below.
 """
@@ -105,15 +105,26 @@ def field_help(section_type: type) -> Dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(section_type)}
 
 
+def _valid(f: dataclasses.Field) -> str:
+    """What a key accepts, from its field's ``metadata["range"]`` (of each value, for a mapping)
+    or ``["choices"]``; a boolean's two values; "–" for free text."""
+    if "choices" in f.metadata:
+        return ", ".join(f"`{v}`" for v in f.metadata["choices"].values)
+    if "range" in f.metadata:
+        each = "each value " if isinstance(_default(f), dict) else ""
+        return f"{each}`{_cell(f.metadata['range'])}`"
+    return "`true`, `false`" if isinstance(_default(f), bool) else "–"
+
+
 def _section_table(name: str, section_type: type) -> List[str]:
-    lines = ["| key | type | default | description |", "|---|---|---|---|"]
+    lines = ["| key | type | default | valid | description |", "|---|---|---|---|---|"]
     for f in dataclasses.fields(section_type):
         text = f.metadata.get("help", "")
         if not text:
             raise SystemExit(f"tf_nmt/config.py: {section_type.__name__}.{f.name} has no "
                              "metadata={'help': ...}")
         lines.append(f"| `{name}.{f.name}` | {_prose(_type(f.type))} | `{_cell(_value(_default(f)))}` "
-                     f"| {_prose(text)} |")
+                     f"| {_valid(f)} | {_prose(text)} |")
     return lines
 
 
@@ -166,8 +177,12 @@ def render() -> str:
         "",
         "# Configuration reference",
         "",
-        "Every key a run's configuration has, with its type, default and meaning. How to set "
-        "them (config files, `--set`, presets) is in [configuration.md](configuration.md).",
+        "Every key a run's configuration has, with its type, default, valid values and meaning. "
+        "A value outside the valid ones is refused in one line naming the key, the value and "
+        "what is valid, whether it comes from `--set`, a config file or a preset (a range "
+        "`[lo, hi)` includes `lo`, not `hi`; `0 (off) or ...` also takes 0, which turns the "
+        "feature off). How to set them (config files, `--set`, presets) is in "
+        "[configuration.md](configuration.md).",
         "",
     ]
     for name, section_type, what in SECTIONS:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -20,6 +21,57 @@ from tf_nmt.utils.io import write_text_atomic
 
 class ConfigError(UserError, ValueError):
     """An invalid configuration: unknown key, wrong type or bad value."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a numeric key, declared beside its field (``metadata={"range": ...}``)
+    and checked whenever a config is loaded: ``lo``..``hi`` (None: unbounded), each end included
+    unless ``lo_open``/``hi_open``, always finite; ``off``: one more value, outside that, which
+    turns the feature off (e.g. 0). For a mapping key, every value of the mapping."""
+
+    lo: Optional[float] = None
+    hi: Optional[float] = None
+    lo_open: bool = False
+    hi_open: bool = False
+    off: Optional[float] = None
+
+    def __contains__(self, value: float) -> bool:
+        if self.off is not None and value == self.off:
+            return True
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        return self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+
+    def __str__(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            text = (f"{'(' if self.lo_open else '['}{self.lo}, {self.hi}"
+                    f"{')' if self.hi_open else ']'}")
+        elif self.lo is not None:
+            text = f"{'>' if self.lo_open else '>='} {self.lo}"
+        elif self.hi is not None:
+            text = f"{'<' if self.hi_open else '<='} {self.hi}"
+        else:
+            text = "finite"
+        return text if self.off is None else f"{self.off} (off) or {text}"
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The values an enumerated key accepts, declared beside its field
+    (``metadata={"choices": ...}``); ``what`` names such a value in the error ("mode")."""
+
+    values: Tuple[str, ...]
+    what: str = "value"
+
+    def __str__(self) -> str:
+        return ", ".join(self.values)
+
+
+SEED = Range(0, 2**32 - 1)  # what NumPy's seeding takes
+KERNELS = Choices(("auto", "fused", "tf"), "kernel")  # tf_nmt.models.kernels.KERNEL_SETTINGS
 
 
 # The gradient-communication modes ``train.comm`` accepts (tf_nmt.distributed.comm): Horovod with
@@ -44,27 +96,34 @@ class DataConfig:
         "help": "the prepared data directory: corpus/{train,dev,test}.{en,de} and "
                 "vocab/spm-<vocab_size>.model (`--data-dir` overrides it)"})
     vocab_size: int = field(default=8000, metadata={
+        "range": Range(5),
         "help": "pieces in the shared SentencePiece vocabulary; the built-in corpus: selects "
                 "DATA_DIR/vocab/spm-<vocab_size>.model, learned from the train split when missing; "
                 "an own corpus (prepare-data --train-*): its prepared vocabulary, whose size this "
                 "must equal when given"})
     max_length: int = field(default=100, metadata={
+        "range": Range(1),
         "help": "longest training/dev pair kept, in subword tokens with bos/eos; longer pairs "
                 "are dropped"})
     batch_tokens: int = field(default=4096, metadata={
+        "range": Range(2),
         "help": "token budget of a batch, per worker: batch size x padded length stays within it"})
     length_bucket_width: int = field(default=1, metadata={
+        "range": Range(0),
         "help": "length buckets of this many lengths (1: every pair of a batch has the same "
                 "longer side, as OpenNMT-tf does); 0: geometric buckets"})
     shuffle_seed: int = field(default=1234, metadata={
+        "range": SEED,
         "help": "seed of the training data shuffle (each worker adds its rank)"})
     shuffle_buffer: int = field(default=100_000, metadata={
+        "range": Range(1),
         "help": "pairs each worker holds for shuffling the training data (the memory bound when "
                 "streaming an own corpus's shards); the in-memory built-in corpus uses at most "
                 "its pairs per worker"})
     # Repeat the train pairs of a source K times ({source: K}, sources as in train.meta.tsv,
     # e.g. {ding: 3}): up-weights a domain (tf_nmt.data.weighting). Empty: every pair once.
     oversample: Dict[str, int] = field(default_factory=dict, metadata={
+        "range": Range(1),
         "help": "repeat the train pairs of a source K times, {source: K} with sources as in "
                 "train.meta.tsv (e.g. {ding: 3}) to up-weight a domain; empty: every pair once"})
 
@@ -72,6 +131,7 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     kind: str = field(default="transformer", metadata={
+        "choices": Choices(("transformer", "gnmt"), "model kind"),
         "help": "the model: transformer or gnmt (the GNMT-style LSTM)"})
     hparams: Dict[str, Any] = field(default_factory=dict, metadata={
         "help": "model hyper-parameters, given as model.NAME keys (e.g. model.d_model=512); "
@@ -81,46 +141,64 @@ class ModelConfig:
 @dataclass
 class TrainConfig:
     train_steps: int = field(default=2000, metadata={
+        "range": Range(1),
         "help": "optimizer steps to train to, in total (a resume continues up to it)"})
     steps_per_cycle: int = field(default=250, metadata={
+        "range": Range(1),
         "help": "steps between dev-loss evaluations and checkpoints"})
-    optimizer: str = field(default="adam", metadata={"help": "adam or sgd"})
-    beta_1: float = field(default=0.9, metadata={"help": "Adam's beta_1"})
-    beta_2: float = field(default=0.98, metadata={"help": "Adam's beta_2"})
-    epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon"})
+    optimizer: str = field(default="adam", metadata={
+        "choices": Choices(("adam", "sgd"), "optimizer"), "help": "adam or sgd"})
+    beta_1: float = field(default=0.9, metadata={
+        "range": Range(0, 1, hi_open=True), "help": "Adam's beta_1"})
+    beta_2: float = field(default=0.98, metadata={
+        "range": Range(0, 1, hi_open=True), "help": "Adam's beta_2"})
+    epsilon: float = field(default=1e-9, metadata={
+        "range": Range(0, lo_open=True), "help": "Adam's epsilon"})
     clip_norm: float = field(default=0.0, metadata={
+        "range": Range(0),
         "help": "gradient clipping, 0 = off: Keras clipnorm (each gradient tensor's norm) in "
                 "`tf-nmt train`; in `tf-nmt train-async` each worker gradient's global norm "
                 "(Downpour)"})
     schedule: str = field(default="warmup_inverse_sqrt", metadata={
+        "choices": Choices(("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup", "step_decay",
+                            "constant"), "schedule"),
         "help": "learning-rate schedule: warmup_inverse_sqrt, inverse_sqrt, linear_warmup, "
                 "step_decay or constant"})
     schedule_implementation: str = field(default="python", metadata={
+        "choices": Choices(("python", "op"), "implementation"),
         "help": "python, or op: the C++ kernel (warmup_inverse_sqrt, inverse_sqrt and "
                 "linear_warmup only)"})
     peak_lr: float = field(default=1e-3, metadata={
+        "range": Range(0, lo_open=True),
         "help": "peak learning rate; multiplied by the number of workers when "
                 "scale_lr_with_workers"})
     warmup_steps: int = field(default=400, metadata={
+        "range": Range(1),
         "help": "steps of linear warm-up to peak_lr; divided by the number of workers (rounded "
                 "up) when scale_lr_with_workers"})
     decay_start: int = field(default=0, metadata={
+        "range": Range(0),
         "help": "step_decay: the step after which the rate starts to decay"})
     decay_every: int = field(default=1000, metadata={
+        "range": Range(1),
         "help": "step_decay: multiply the rate by decay_factor once every this many steps"})
-    decay_factor: float = field(default=0.5, metadata={"help": "step_decay: the factor"})
+    decay_factor: float = field(default=0.5, metadata={
+        "range": Range(0, 1, lo_open=True), "help": "step_decay: the factor"})
     # Linear fall of the rate to 0 over the last fraction of the run (steps or time budget,
     # whichever is further along); 0 = off. See tf_nmt.training.schedules.Cooldown.
     cooldown_fraction: float = field(default=0.0, metadata={
+        "range": Range(0, 1),
         "help": "linear fall of the rate to 0 over this last fraction of the run (in steps or "
                 "time budget, whichever is further along); 0 = off"})
     label_smoothing: float = field(default=0.1, metadata={
+        "range": Range(0, 1, hi_open=True),
         "help": "label smoothing of the cross-entropy loss"})
     # The loss's kernel (tf_nmt.models.losses.resolve_loss_kernel): "fused" is the C++ op, one
     # pass over the [B*T, V] logits each way; "tf" composes TensorFlow's sparse cross-entropy;
     # "auto" takes fused on a CPU-only machine with AVX2+FMA or AVX-512 and the custom-op
     # library, else tf (tf_nmt.models.kernels.resolve_kernel).
     loss_kernel: str = field(default="auto", metadata={
+        "choices": KERNELS,
         "help": "the loss's kernel: fused (C++ op, one pass over the logits each way), tf "
                 "(TensorFlow's cross-entropy) or auto (fused on a CPU-only machine with AVX2+FMA "
                 "or AVX-512 and the op library, not under jit_compile; else tf)"})
@@ -128,20 +206,24 @@ class TrainConfig:
     # C++ seeded dropout op (mask regenerated from a seed, one pass each way); "tf" is Keras's
     # dropout; "auto" takes fused where loss_kernel's auto would. Used by `tf-nmt train`.
     dropout_kernel: str = field(default="auto", metadata={
+        "choices": KERNELS,
         "help": "the dropout layers' kernel: fused (C++ seeded dropout, mask regenerated from a "
                 "seed), tf (Keras's) or auto (fused where loss_kernel's auto would be)"})
     # The layer norms' kernel (tf_nmt.models.layer_norm.resolve_norm_kernel): "fused" is the C++
     # op, one pass over each row forward and one backward; "tf" is Keras's LayerNormalization
     # (unfused at epsilon 1e-6); "auto" takes fused where loss_kernel's auto would.
     norm_kernel: str = field(default="auto", metadata={
+        "choices": KERNELS,
         "help": "the layer norms' kernel: fused (C++ op, one pass over each row each way), tf "
                 "(Keras's LayerNormalization) or auto (fused where loss_kernel's auto would be)"})
     keep_checkpoints: int = field(default=5, metadata={
+        "range": Range(1),
         "help": "checkpoints kept in RUN_DIR/checkpoints (older ones are deleted)"})
     # Weight EMA (tf_nmt.models.ema): shadow = d*shadow + (1-d)*w after every optimizer step,
     # d = min(ema_decay, (1+s)/(10+s)) (0 at the first step), kept in the checkpoints; evaluate,
     # export, quantize and average-checkpoints load it where a checkpoint holds it (--weights).
     ema_decay: float = field(default=0.0, metadata={
+        "range": Range(0, 1, hi_open=True),
         "help": "exponential moving average of the weights, kept in the checkpoints next to the "
                 "raw ones (what evaluate/export/quantize/average-checkpoints load where a "
                 "checkpoint holds it; --weights raw for the others); decay in [0, 1), 0 = off "
@@ -151,39 +233,49 @@ class TrainConfig:
                 "hold the EMA) and "
                 "train.steps_per_execution=1, backward_passes_per_step=1"})
     log_every: int = field(default=50, metadata={
+        "range": Range(1),
         "help": "steps between progress lines (and progress.jsonl and TensorBoard entries)"})
     seed: int = field(default=1234, metadata={
+        "range": SEED,
         "help": "random seed of the initialisation (Python, NumPy and TensorFlow)"})
     divergence_factor: float = field(default=4.0, metadata={
+        "range": Range(1, off=0),
         "help": "stop when the loss exceeds this many times the best cycle's loss (a NaN/Inf "
                 "loss always stops); 0 = only NaN/Inf"})
     time_budget_minutes: float = field(default=0.0, metadata={
+        "range": Range(0),
         "help": "stop training after this many minutes (0 = no budget); the clock restarts on "
                 "resume"})
     scale_lr_with_workers: bool = field(default=True, metadata={
         "help": "scale peak_lr (x N) and warmup_steps (/ N) with the number of workers N"})
     backward_passes_per_step: int = field(default=1, metadata={
+        "range": Range(1),
         "help": "accumulate this many local batches per update (Horovod's optimizer; dense and "
                 "sparse_as_dense only)"})
     # `tf-nmt train --elastic` (tf_nmt.training.elastic): commit the in-memory state every K steps;
     # a lost worker costs at most the steps since the last commit.
     elastic_commit_every: int = field(default=50, metadata={
+        "range": Range(1),
         "help": "`tf-nmt train --elastic` only: commit the in-memory state every this many steps "
                 "(a lost worker costs at most the steps since the last commit)"})
     # A rollback that never gets past the same commit (a fault that repeats, not a lost worker)
     # must end the job instead of being retried forever.
     elastic_max_retries: int = field(default=10, metadata={
+        "range": Range(1),
         "help": "`tf-nmt train --elastic` only: give up with an error after this many rollbacks "
                 "in a row that resume from the same committed step (a lost worker that keeps "
                 "failing the job, not one lost now and then); >= 1"})
     # Re-training under quantisation (tf_nmt.quantization.retrain): 0 = off, else B in 1..8 bits;
     # after every update the matrices (and with quantize_biases the vectors) are re-quantised.
     quantize_bits: int = field(default=0, metadata={
+        "range": Range(1, 8, off=0),
         "help": "re-train under B-bit weight quantisation, B in 1..8 (0 = off): the weights are "
                 "re-quantised after every update"})
     quantize_kind: str = field(default="log", metadata={
+        "choices": Choices(("log", "fixed"), "quantiser kind"),
         "help": "re-training quantiser: log or fixed"})
     quantize_scale: str = field(default="optimised", metadata={
+        "choices": Choices(("unscaled", "max", "optimised"), "scale"),
         "help": "re-training scale per tensor: unscaled (S = 1), max (S = max|w|) or optimised "
                 "(an iterated least-squares fit)"})
     quantize_biases: bool = field(default=False, metadata={
@@ -200,10 +292,12 @@ class TrainConfig:
     # activation_quant.calibrate_scale (the optimised log scale of its recorded matmul inputs) and
     # then frozen here. Use with quantize_bits=4 (re-trained 4-bit weights).
     quantize_activations_bits: int = field(default=0, metadata={
+        "range": Range(1, 8, off=0),
         "help": "log-quantise every matmul input with a weight matrix to B bits, B in 1..8 (0 = "
                 "off): +-S * 2^-k with a straight-through gradient; evaluate, translate and export "
                 "apply it too"})
     quantize_activations_scale: float = field(default=1.0, metadata={
+        "range": Range(0, lo_open=True),
         "help": "the fixed scale S of quantize_activations_bits: a constant, or calibrated once "
                 "with tf_nmt.models.activation_quant.calibrate_scale and frozen here"})
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
@@ -224,24 +318,30 @@ class TrainConfig:
     # only (the other modes act between steps); it must divide steps_per_cycle, log_every and
     # train_steps (tf_nmt.training.trainer.check_steps_per_execution).
     steps_per_execution: int = field(default=1, metadata={
+        "range": Range(1),
         "help": "training steps per call of the compiled train function; one process, comm dense "
                 "or sparse_as_dense, and it must divide steps_per_cycle, log_every and train_steps"})
     # Gradient communication, one of COMM_MODES (tf_nmt.distributed.comm); graddrop, fedavg and
     # bmuf use the keys below.
     comm: str = field(default="sparse_as_dense", metadata={
+        "choices": Choices(COMM_MODES, "mode"),
         "help": "gradient communication: sparse_as_dense, dense, graddrop, fedavg or bmuf "
                 "(`tf-nmt train --comm`)"})
     drop_ratio: float = field(default=0.99, metadata={
+        "range": Range(0, 1, hi_open=True),
         "help": "graddrop: fraction R of gradient entries dropped each step, in [0, 1)"})
     drop_threshold: str = field(default="global", metadata={
+        "choices": Choices(("global", "per_tensor"), "threshold"),
         "help": "graddrop: one threshold across all tensors (global) or one per tensor "
                 "(per_tensor)"})
     drop_warmup_steps: int = field(default=1000, metadata={
+        "range": Range(0),
         "help": "graddrop: the drop ratio ramps up to drop_ratio over these steps"})
     # linear: R rises linearly (most of the gradient is still sent for much of the warm-up);
     # geometric: the kept fraction 1 - R falls geometrically from 1 (Deep Gradient Compression's
     # exponential warm-up), which sends far less during the warm-up.
     drop_warmup_shape: str = field(default="linear", metadata={
+        "choices": Choices(("linear", "geometric"), "warm-up shape"),
         "help": "graddrop: linear (R rises linearly) or geometric (the kept fraction 1 - R falls "
                 "geometrically from 1, sending far less during the warm-up)"})
     error_feedback: bool = field(default=True, metadata={
@@ -253,11 +353,14 @@ class TrainConfig:
     one_bit: bool = field(default=False, metadata={
         "help": "graddrop: 1-bit quantise the kept values (sent as sign bits + column means)"})
     average_every: int = field(default=500, metadata={
+        "range": Range(1),
         "help": "parameter averaging period P in steps (fedavg, bmuf, graddrop with "
                 "local_gradients)"})
     bmuf_block_momentum: float = field(default=0.5, metadata={
+        "range": Range(0, 1, hi_open=True),
         "help": "bmuf: block momentum, in [0, 1)"})
-    bmuf_block_lr: float = field(default=1.0, metadata={"help": "bmuf: block learning rate, > 0"})
+    bmuf_block_lr: float = field(default=1.0, metadata={
+        "range": Range(0, lo_open=True), "help": "bmuf: block learning rate, > 0"})
     bmuf_nesterov: bool = field(default=True, metadata={
         "help": "bmuf: Nesterov-style block update"})
     # Transfer learning (tf_nmt.training.transfer): a parent run dir or checkpoint prefix whose
@@ -266,6 +369,7 @@ class TrainConfig:
         "help": "a parent run directory or checkpoint prefix whose weights initialise a fresh run "
                 "(`--init-from`; ignored on resume)"})
     init_embeddings: str = field(default="token-match", metadata={
+        "choices": Choices(("token-match", "exclude", "random", "frequency"), "strategy"),
         "help": "how parent embedding rows initialise the child's: token-match, exclude, random "
                 "or frequency (`--embeddings`)"})
     init_warmup: bool = field(default=True, metadata={
@@ -275,10 +379,13 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     beam_size: int = field(default=4, metadata={
+        "range": Range(1),
         "help": "beam width of evaluate, translate and export (1: greedy search)"})
     length_penalty: float = field(default=0.6, metadata={
+        "range": Range(0),
         "help": "GNMT length penalty alpha of beam search"})
     batch_size: int = field(default=64, metadata={
+        "range": Range(1),
         "help": "sentences per batch in `tf-nmt evaluate`"})
 
 
@@ -351,6 +458,25 @@ def _coerce(section: str, key: str, value: Any, target: Any) -> Any:
     raise ConfigError(f"{section}.{key}: expected {type(target).__name__}, got {value!r}")
 
 
+def _check_value(section: str, key: str, value: Any, spec: dataclasses.Field) -> None:
+    """ConfigError unless ``value`` lies in the range, or among the choices, that ``spec`` (the
+    key's field) declares; a mapping key's range applies to each of its values."""
+    dotted = f"{section}.{key}"
+    choices = spec.metadata.get("choices")
+    if choices is not None and value not in choices.values:
+        raise ConfigError(f"{dotted}: {_unknown(choices.what, value, list(choices.values))}")
+    valid = spec.metadata.get("range")
+    if valid is None:
+        return
+    for name, number in (value.items() if isinstance(value, dict) else [(None, value)]):
+        where = dotted if name is None else f"{dotted}[{name!r}]"
+        integer = isinstance(value, dict)  # a mapping's values are counts; a field is coerced
+        if (isinstance(number, bool) or not isinstance(number, int if integer else (int, float))
+                or number not in valid):
+            raise ConfigError(f"{where}={number!r} is out of range (valid: "
+                              f"{'integers ' if integer else ''}{valid})")
+
+
 def _parse_scalar(text: str) -> Any:
     try:
         return yaml.safe_load(text)
@@ -387,7 +513,8 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
         if not isinstance(values, dict):
             raise ConfigError(f"config section {section!r} must be a mapping")
         obj = getattr(cfg, section)
-        names = [f.name for f in dataclasses.fields(obj)]
+        specs = {f.name: f for f in dataclasses.fields(obj)}
+        names = list(specs)
         for key, value in values.items():
             if section == "model" and key not in names:
                 obj.hparams[key] = value  # model hyper-parameters are validated by build_model
@@ -398,6 +525,7 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
                     continue
                 raise _unknown(f"key in [{section}]", key, names)
             coerced = _coerce(section, key, value, getattr(obj, key))
+            _check_value(section, key, coerced, specs[key])
             setattr(obj, key, coerced)
             # A file that spells out a default (e.g. a run's saved config.yaml, copied to start a
             # new run) gives nothing: only its keys that differ from the default count as given.

@@ -60,6 +60,6 @@ def test_quantized_training_learns_stays_on_grid_and_resumes_exactly(tmp_path):
 
 def test_bad_quantization_config_is_a_clear_error(tmp_path):
     data_dir = write_toy_data_dir(tmp_path / "data")
-    with pytest.raises(ValueError, match="scale must be one of"):
+    with pytest.raises(ValueError, match="train.quantize_scale: unknown scale 'mean'"):
         train(tiny_config(data_dir, "train.train_steps=2", "train.quantize_bits=4",
                           "train.quantize_scale=mean"), tmp_path / "run", log=lambda _m: None)
