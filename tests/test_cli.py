@@ -54,6 +54,24 @@ def test_average_checkpoints_and_translate(run_dir, tmp_path, capsys, monkeypatc
     assert len(outp.read_text().splitlines()) == 2
 
 
+def test_translate_is_line_exact_for_a_run_and_a_saved_model(run_dir, tmp_path, capsys):
+    """Characters str.splitlines() breaks at stay inside their line, with the run's checkpoint
+    and with its SavedModel export; an empty line stays empty."""
+    lines = ["The file\u2028is new.", "The dog\x0cis old.", "", "The menu\x85is new.",
+             "The window\x1cis empty.", "The file is new."]
+    inp = tmp_path / "in.txt"
+    inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    export = tmp_path / "export"
+    assert main(["export", "--run-dir", str(run_dir), "--export-dir", str(export)]) == 0
+    for source in (["--run-dir", str(run_dir)], ["--export-dir", str(export)]):
+        out = tmp_path / "out.txt"
+        assert main(["translate", *source, "--input", str(inp), "--output", str(out),
+                     "--batch-size", "2"]) == 0
+        got = out.read_text(encoding="utf-8").split("\n")
+        assert len(got) == len(lines) + 1 and got[-1] == "" and got[2] == ""
+    assert "translated 6 lines" in capsys.readouterr().err
+
+
 def test_average_into_a_relative_output_dir_is_found_again(run_dir, tmp_path, monkeypatch):
     """The README's form (`--output-dir runs/t1/averaged`, relative to the working directory)."""
     from tf_nmt.compat import tf

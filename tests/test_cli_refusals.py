@@ -5,7 +5,7 @@ import pytest
 
 from tf_nmt.cli import main
 from tf_nmt.config import Config
-from tf_nmt.quickstart import new_run_dir
+from tf_nmt.commands.quickstart import new_run_dir
 from tf_nmt.run_dir import RunDirError
 
 
@@ -82,11 +82,11 @@ def test_quickstart_run_dir_new_empty_existing_and_fresh(tmp_path):
 
 
 def test_quickstart_preset_picks_the_recipe_and_unknown_ones_are_refused(tmp_path, monkeypatch, capsys):
-    import tf_nmt.quickstart
+    import tf_nmt.commands.quickstart
     from tf_nmt import cli
 
     seen = {}
-    monkeypatch.setattr(tf_nmt.quickstart, "run_quickstart", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(tf_nmt.commands.quickstart, "run_quickstart", lambda *a, **kw: seen.update(kw))
     assert cli.main(["quickstart", "--preset", "gnmt-small", "--run-dir", str(tmp_path / "r")]) == 0
     assert seen["preset_name"] == "gnmt-small"
     assert cli.main(["quickstart", "--run-dir", str(tmp_path / "r")]) == 0

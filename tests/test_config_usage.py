@@ -80,7 +80,7 @@ def _validate(mode, cfg):
 
 def _config(mode, overrides, tmp_path):
     if mode == "quickstart":
-        from tf_nmt.quickstart import quickstart_config
+        from tf_nmt.commands.quickstart import quickstart_config
 
         return quickstart_config(tmp_path / "data", 45.0, overrides)
     return load_config(None, overrides)

@@ -11,7 +11,7 @@ from tests.data.own_corpus_fixture import en_fr_pairs
 from tests.helpers import train_tiny_own_run
 from tests.test_own_files_e2e import write_lines
 from tf_nmt.cli import main
-from tf_nmt.data.tokenizer import Vocabularies
+from tf_nmt.data.tokenizer import TokenizerPair
 from tf_nmt.quantization.packed_file import read_packed
 
 pytestmark = pytest.mark.slow  # prepares, trains, exports: about a minute
@@ -84,12 +84,13 @@ def test_separate_vocab_prepare_train_evaluate_export_translate_and_refusals(tmp
 def _ctranslate2_greedy_matches(run, export_dir, texts):
     pytest.importorskip("ctranslate2")
     from tests.export.test_ctranslate2 import ct2_greedy, tf_nmt_greedy
-    from tf_nmt.export.ctranslate2 import (CTranslate2ExportError, CTranslate2Translator,
-                                           export_ctranslate2)
+    from tf_nmt.inference.formats import CTranslate2ExportError
+    from tf_nmt.inference.ctranslate2 import CTranslate2Translator
+    from tf_nmt.export.ctranslate2 import export_ctranslate2
     from tf_nmt.run_dir import load_trained_model
 
     model, tokenizer, cfg = load_trained_model(run)
-    assert isinstance(tokenizer, Vocabularies) and not tokenizer.shared
+    assert isinstance(tokenizer, TokenizerPair) and not tokenizer.shared
     export_ctranslate2(model, tokenizer, cfg, export_dir, run_dir=run)
     metadata = json.loads((export_dir / "tf_nmt_export.json").read_text())
     assert metadata["shared_vocabulary"] is False

@@ -8,238 +8,94 @@ are reported as one clear ``tf-nmt: error: ...`` line with exit status 2, never 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
-import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKSTART_MINUTES,
                            QUICKSTART_PRECISIONS)
-from tf_nmt.data.corpus.builder import SPLIT_DEFAULTS
+from tf_nmt.data.builtin_corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
 from tf_nmt.errors import UsageError, UserError
-from tf_nmt.export import SERVING_CHUNK_SIZE, record_exported_weights
+from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator
-from tf_nmt.utils.io import write_json_atomic, write_text_atomic
 
 
-def _config(args: argparse.Namespace):
-    from tf_nmt.config import Config, load_config, preset
+def _config(args: argparse.Namespace, **keys: Any):
+    """The run's configuration from --preset, --config, --set, --data-dir and the verb's own
+    flags (``keys``: dotted key -> the flag's value, None when not given)."""
+    from tf_nmt.commands.train import build_config
 
-    base = preset(args.preset) if getattr(args, "preset", None) else Config()
-    cfg = load_config(args.config, args.set, base=base)
-    if getattr(args, "data_dir", None):
-        cfg.data.data_dir = str(args.data_dir)
-    return cfg
-
-
-def _prepare_own_corpus(args: argparse.Namespace) -> int:
-    """prepare-data --train-*: the user's own files, cleaned, held out, encoded into shards."""
-    from tf_nmt.data.own_corpus.prepare import prepare_own_corpus
-
-    manifest = prepare_own_corpus(own_cli.options_from_args(args))
-    if args.stats_json:
-        write_json_atomic(Path(args.stats_json), manifest)
-    return 0
-
-
-def _forget_own_corpus(data_dir: Path) -> None:
-    """--force over an own corpus: its manifest, vocabulary and shards go before the built-in
-    corpus is built (its vocab/spm-N.model would otherwise be taken for the built-in one's)."""
-    import shutil
-
-    from tf_nmt.data.prepared import manifest_path
-
-    if manifest_path(data_dir).is_file():
-        print(f"--force: removing the own corpus in {data_dir}")
-        for sub in ("vocab", "shards"):
-            shutil.rmtree(data_dir / sub, ignore_errors=True)
-        manifest_path(data_dir).unlink()
+    return build_config(getattr(args, "preset", None), args.config, args.set,
+                        getattr(args, "data_dir", None), keys)
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> int:
-    from tf_nmt.data.corpus import prepare_corpus
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.commands.prepare import prepare_builtin, prepare_own_corpus
 
     if own_cli.own_corpus_given(args):
-        return _prepare_own_corpus(args)
+        prepare_own_corpus(own_cli.options_from_args(args), args.stats_json)
+        return 0
     own_cli.refuse_for_builtin(args)
-    args.vocab_size = args.vocab_size or own_cli.DEFAULTS["vocab_size"]
-    start = time.perf_counter()
-    if args.vocab_only:  # the user's own corpus: learn its vocabulary, build nothing
-        given = [flag for flag, on in (("--debs-dir", args.debs_dir is not None),
-                                       ("--dev-size", args.dev_size is not None),
-                                       ("--test-size", args.test_size is not None),
-                                       ("--seed", args.seed is not None),
-                                       ("--force", args.force),
-                                       ("--stats-json", args.stats_json is not None)) if on]
-        if given:
-            raise UsageError(f"--vocab-only builds no corpus: {', '.join(given)} would be ignored")
-        stats = None
-    else:
-        sizes = {k: getattr(args, k) for k in SPLIT_DEFAULTS if getattr(args, k) is not None}
-        if args.force:
-            _forget_own_corpus(Path(args.data_dir))
-        stats = prepare_corpus(Path(args.data_dir), debs_dir=args.debs_dir, force=args.force,
-                               **sizes)  # prepare_corpus's defaults for what was not given
-    tokenizer = ensure_vocab(Path(args.data_dir), args.vocab_size)
-    print(f"vocabulary: {tokenizer.vocab_size} pieces (fingerprint {tokenizer.fingerprint})")
-    print(f"prepare-data finished in {time.perf_counter() - start:.1f} s")
-    if args.stats_json:
-        write_json_atomic(Path(args.stats_json), stats)
+    prepare_builtin(args.data_dir, vocab_size=args.vocab_size, debs_dir=args.debs_dir,
+                    dev_size=args.dev_size, test_size=args.test_size, seed=args.seed,
+                    force=args.force, vocab_only=args.vocab_only, stats_json=args.stats_json)
     return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from tf_nmt.training.trainer import train
+    from tf_nmt.commands.train import train
 
-    cfg = _config(args)
-    if args.quantize_bits is not None:  # re-training under quantisation (train.quantize_*)
-        cfg.train.quantize_bits = args.quantize_bits
-        cfg.mark_given("train.quantize_bits")
-    if args.comm:
-        cfg.train.comm = args.comm
-        cfg.mark_given("train.comm")
-    if args.init_from:
-        cfg.train.init_from = str(args.init_from)
-        cfg.mark_given("train.init_from")
-    if args.embeddings:  # refused without --init-from (tf_nmt.config_usage)
-        cfg.train.init_embeddings = args.embeddings
-        cfg.mark_given("train.init_embeddings")
-    if args.no_warmup:
-        cfg.train.init_warmup = False
-        cfg.mark_given("train.init_warmup")
-    if args.elastic:  # Horovod elastic: survive lost workers, take returning ones back
-        from tf_nmt.training.elastic import train_elastic
-
-        result = train_elastic(cfg, Path(args.run_dir))
-    else:
-        result = train(cfg, Path(args.run_dir),
-                       allow_world_size_change=args.allow_world_size_change)
-    print(f"trained to step {result.final_step} in {result.wall_seconds / 60:.1f} min")
+    cfg = _config(args, **{
+        "train.quantize_bits": args.quantize_bits, "train.comm": args.comm,
+        "train.init_from": None if args.init_from is None else str(args.init_from),
+        "train.init_embeddings": args.embeddings,
+        "train.init_warmup": False if args.no_warmup else None})
+    train(cfg, args.run_dir, elastic=args.elastic,
+          allow_world_size_change=args.allow_world_size_change)
     return 0
 
 
 def cmd_train_async(args: argparse.Namespace) -> int:
-    from tf_nmt.training.async_trainer import train_nmt_async
+    from tf_nmt.commands.train import train_async
 
-    train_nmt_async(_config(args), Path(args.run_dir), workers=args.workers, k=args.k,
-                    synchronous=args.synchronous, refresh_every=args.refresh_every,
-                    n_push=args.n_push, n_fetch=args.n_fetch, progress_every=args.progress_every)
+    train_async(_config(args), args.run_dir, workers=args.workers, k=args.k,
+                synchronous=args.synchronous, refresh_every=args.refresh_every,
+                n_push=args.n_push, n_fetch=args.n_fetch, progress_every=args.progress_every)
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tf_nmt.evaluation.evaluate import evaluate_run
-    from tf_nmt.run_dir import choose_weights
-    from tf_nmt.utils.io import write_json_atomic
+    from tf_nmt.commands.evaluate import evaluate
 
-    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
-    report = evaluate_run(Path(args.run_dir), split=args.split, checkpoint=checkpoint,
-                          data_dir=args.data_dir, beam_size=args.beam_size,
-                          length_penalty=args.length_penalty, limit=args.limit,
-                          engine="lowprec" if args.lowprec else "emulated", weights=weights)
-    if args.output_json:
-        write_json_atomic(Path(args.output_json), report)
+    evaluate(args.run_dir, split=args.split, checkpoint=args.checkpoint, data_dir=args.data_dir,
+             beam_size=args.beam_size, length_penalty=args.length_penalty, limit=args.limit,
+             lowprec=args.lowprec, weights=args.weights, output_json=args.output_json)
     return 0
-
-
-def _read_lines(path: Optional[str]) -> List[str]:
-    """The input's lines; invalid UTF-8 is one error line naming the first bad line."""
-    if path is None or path == "-":
-        stdin = getattr(sys.stdin, "buffer", None)
-        if stdin is None:  # a text stream (e.g. replaced in tests): already decoded
-            return [line.rstrip("\n") for line in sys.stdin]
-        text = _decode(stdin.read(), "stdin").replace("\r\n", "\n").replace("\r", "\n")
-        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
-    return _decode(Path(path).read_bytes(), path).splitlines()
-
-
-def _decode(data: bytes, name: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - data.rfind(b"\n", 0, err.start)
-        raise UsageError(f"{name}: line {line} is not valid UTF-8 ({err.reason} at byte "
-                         f"{column} of the line)") from None
-
-
-def _translate_ctranslate2(args: argparse.Namespace, lines: List[str]) -> List[str]:
-    """Translate with a CTranslate2 export (length-sorted batches, progress on stderr)."""
-    from tf_nmt.export.ctranslate2 import CTranslate2Translator, Progress, translate_sorted
-
-    engine = CTranslate2Translator(Path(args.export_dir), use_vmap=args.vmap)
-    print(engine.describe(), file=sys.stderr)
-    progress = Progress(total=len(lines))
-    try:
-        return list(translate_sorted(engine, lines, args.beam_size, args.batch_size, progress))
-    finally:
-        progress.close()
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from tf_nmt.export.ctranslate2 import is_ctranslate2_dir
+    from tf_nmt.commands.translate import translate
 
-    lines = _read_lines(args.input)
-    if args.export_dir and args.lowprec:
-        raise UsageError("--lowprec translates from --run-dir (the export runs stock ops)")
-    if args.export_dir and args.checkpoint:
-        raise UsageError("--checkpoint would be ignored: an export holds one model (export "
-                         "another checkpoint, or translate with --run-dir --checkpoint)")
-    if args.export_dir and args.weights:
-        raise UsageError("--weights would be ignored: an export holds the weights it was "
-                         "exported with (tf-nmt export --weights; translate with --run-dir "
-                         "--weights)")
-    if args.vmap is not None and not (args.export_dir and is_ctranslate2_dir(args.export_dir)):
-        raise UsageError("--vmap/--no-vmap would be ignored: the vocabulary map is for a "
-                         "CTranslate2 export (`tf-nmt export --format ctranslate2`)")
-    if args.export_dir and is_ctranslate2_dir(args.export_dir):
-        outputs = _translate_ctranslate2(args, lines)
-    elif args.export_dir:
-        if args.beam_size:
-            raise UsageError("--beam-size would be ignored: a SavedModel's beam is fixed when it "
-                             "is exported (tf-nmt export --beam-size)")
-        from tf_nmt.compat import tf
-        import tensorflow_text  # noqa: F401  (SentencePiece ops)
-
-        if not (Path(args.export_dir) / "saved_model.pb").is_file():
-            raise UsageError(f"--export-dir {args.export_dir}: no SavedModel there "
-                             "(saved_model.pb is missing) and no CTranslate2 export (model.bin "
-                             "and tf_nmt_export.json); export one with `tf-nmt export`")
-
-        serve = tf.saved_model.load(str(args.export_dir)).signatures["serving_default"]
-        outputs = []
-        for start in range(0, len(lines), args.batch_size):
-            batch = tf.constant(lines[start:start + args.batch_size] or [""])
-            outputs += [t.decode("utf-8") for t in serve(texts=batch)["translations"].numpy()]
-        outputs = outputs[:len(lines)]
-    else:
-        from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-        from tf_nmt.models.activation_quant import inference_engine, use_engine
-        from tf_nmt.run_dir import choose_weights, load_trained_model
-
-        checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
-        model, tokenizer, cfg = load_trained_model(Path(args.run_dir), checkpoint, weights)
-        print(f"translating with the {weights} weights of {checkpoint or 'the latest checkpoint'}",
-              file=sys.stderr)
-        fn = make_translate_fn(model, tokenizer, args.beam_size or cfg.decode.beam_size,
-                               cfg.decode.length_penalty)
-        with use_engine(inference_engine(model, "lowprec" if args.lowprec else "emulated")):
-            outputs = translate_texts(fn, tokenizer, lines, args.batch_size)
-    text = "\n".join(outputs) + ("\n" if outputs else "")
-    if args.output:
-        write_text_atomic(Path(args.output), text)
-    else:
-        sys.stdout.write(text)
+    translate(args.input, args.output, run_dir=args.run_dir, export_dir=args.export_dir,
+              checkpoint=args.checkpoint, weights=args.weights, beam_size=args.beam_size,
+              batch_size=args.batch_size, lowprec=args.lowprec, vmap=args.vmap)
     return 0
 
 
-def cmd_quantize(args: argparse.Namespace) -> int:
-    from tf_nmt.quantization.commands import run_quantize
+def _policy(args: argparse.Namespace):
+    from tf_nmt.quantization.policy import QuantPolicy
 
-    run_quantize(args)
+    return QuantPolicy(bits=args.bits, kind=args.kind, scale=args.scale,
+                       quantize_biases=args.quantize_biases)
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from tf_nmt.commands.quantize import quantize
+
+    quantize(args.run_dir, args.output, _policy(args), checkpoint=args.checkpoint,
+             weights=args.weights, overwrite=args.overwrite, report_json=args.report_json,
+             show=args.show)
     return 0
 
 
@@ -258,7 +114,7 @@ CTRANSLATE2_IGNORED = {"--quantized": "quantized", "--bits": "bits", "--kind": "
 
 
 def _export_ctranslate2(args: argparse.Namespace) -> int:
-    """``export --format ctranslate2``: a CTranslate2 model directory (tf_nmt.export.ctranslate2)."""
+    """``export --format ctranslate2``: a CTranslate2 model directory."""
     ignored = [flag for flag, name in CTRANSLATE2_IGNORED.items()
                if getattr(args, name) not in (None, False)]
     if ignored:
@@ -266,62 +122,13 @@ def _export_ctranslate2(args: argparse.Namespace) -> int:
                          "(CTranslate2 quantises with --quantization and batches itself)")
     if args.run_dir is None:
         raise UsageError("export --format ctranslate2 needs --run-dir")
-    from tf_nmt.export.ctranslate2 import export_ctranslate2
-    from tf_nmt.run_dir import RunDir, choose_weights, load_trained_checkpoint
+    from tf_nmt.commands.export import export_ctranslate2
 
-    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
-    model, tokenizer, cfg, prefix = load_trained_checkpoint(Path(args.run_dir), checkpoint,
-                                                            weights)
-    if args.beam_size:
-        cfg.decode.beam_size = args.beam_size  # recorded as the export's default beam
-    if Path(args.export_dir).exists() and not args.overwrite:  # before counting the train data
-        raise UsageError(f"{args.export_dir} exists; pass --overwrite to replace it")
-    vmap = _ctranslate2_vmap(args, cfg, tokenizer)
-    path = export_ctranslate2(model, tokenizer, cfg, Path(args.export_dir),
-                              quantization=args.quantization or "float32",
-                              overwrite=args.overwrite, run_dir=Path(args.run_dir),
-                              checkpoint=prefix, weights=weights,
-                              languages=RunDir(Path(args.run_dir)).languages(), vmap=vmap)
-    print(f"exported CTranslate2 model to {path} ({args.quantization or 'float32'} weights, "
-          f"{weights} weights of {prefix}); translate with: tf-nmt translate --export-dir {path}")
+    export_ctranslate2(args.run_dir, args.export_dir, checkpoint=args.checkpoint,
+                       weights=args.weights, beam_size=args.beam_size,
+                       quantization=args.quantization or "float32", overwrite=args.overwrite,
+                       vmap=args.vmap)
     return 0
-
-
-def _ctranslate2_vmap(args: argparse.Namespace, cfg, tokenizer):
-    """(text, summary) of the export's vocabulary map from the run's training pairs, or None
-    (``--no-vmap``, or by default where the training data is absent: printed)."""
-    from tf_nmt.export.ct2_vmap import VMAP_BY_DEFAULT, build_vmap, training_pairs
-    from tf_nmt.export.ctranslate2 import SPECIAL_TOKENS, vocabulary_tokens
-
-    wanted = VMAP_BY_DEFAULT if args.vmap is None else args.vmap
-    if not wanted:
-        return None
-    if not getattr(tokenizer, "shared", True):  # separate source/target Vocabularies
-        raise UsageError("--vmap maps one shared vocabulary; this run has separate source and "
-                         "target vocabularies: export it without --vmap")
-    data_dir = Path(cfg.data.data_dir)
-    pairs = training_pairs(data_dir, tokenizer)
-    try:
-        first = next(pairs, None)  # opens the data: a missing corpus fails here
-    except (UserError, OSError) as err:
-        if args.vmap:
-            raise UsageError(f"--vmap needs the run's training data: {err}") from None
-        print(f"no vocabulary map: the training data is not readable ({err}); the export "
-              "decodes over the whole vocabulary", file=sys.stderr)
-        return None
-    if first is None:
-        raise UsageError(f"{data_dir} has no training pairs to build a vocabulary map from; "
-                         "export with --no-vmap")
-    target = getattr(tokenizer, "target", tokenizer)  # separate Vocabularies or one tokenizer
-    source = getattr(tokenizer, "source", tokenizer)
-    text, summary = build_vmap(
-        itertools.chain([first], pairs), vocabulary_tokens(target.model_proto),
-        sorted(SPECIAL_TOKENS), source_tokens=(None if source is target
-                                               else vocabulary_tokens(source.model_proto)))
-    summary["data_dir"] = str(data_dir.resolve())
-    print(f"vocabulary map: {summary['always']} pieces always, up to {summary['per_source']} "
-          f"per source piece, from {summary['pairs']} training pairs of {data_dir}")
-    return text, summary
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -333,8 +140,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.vmap is not None:
         raise UsageError("--vmap/--no-vmap is for --format ctranslate2 (a SavedModel decodes "
                          "over the whole vocabulary)")
-    if args.chunk_size is None:
-        args.chunk_size = SERVING_CHUNK_SIZE
+    chunk_size = SERVING_CHUNK_SIZE if args.chunk_size is None else args.chunk_size
     conflicts = _quantized_export_conflicts(args) if args.quantized else []
     if conflicts:
         raise UsageError(f"export --quantized {args.quantized}: {', '.join(conflicts)} would be "
@@ -343,56 +149,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     for name, default in QUANT_DEFAULTS.items():  # unset on the export parser (see above)
         if getattr(args, name) is None:
             setattr(args, name, default)
-    if args.quantized or args.bits:  # the packed-weight SavedModel (tf_nmt.quantization)
-        from tf_nmt.quantization.commands import run_quantized_export
+    if args.quantized or args.bits:  # the packed-weight SavedModel
+        from tf_nmt.commands.quantize import export_packed
 
-        run_quantized_export(args)
+        export_packed(args.export_dir, packed_file=args.quantized, run_dir=args.run_dir,
+                      policy=_policy(args) if args.bits else None, checkpoint=args.checkpoint,
+                      weights=args.weights, beam_size=args.beam_size, chunk_size=chunk_size,
+                      overwrite=args.overwrite)
         return 0
     if args.run_dir is None:
         raise UsageError("export needs --run-dir (or --quantized PACKED_FILE)")
-    from tf_nmt.export.saved_model import export_saved_model
-    from tf_nmt.run_dir import RunDir, choose_weights, load_trained_model
+    from tf_nmt.commands.export import export_saved_model
 
-    checkpoint, weights = choose_weights(Path(args.run_dir), args.checkpoint, args.weights)
-    model, tokenizer, cfg = load_trained_model(Path(args.run_dir), checkpoint, weights)
-    languages = RunDir(Path(args.run_dir)).languages()
-    path = export_saved_model(model, tokenizer, Path(args.export_dir),
-                              beam_size=args.beam_size or cfg.decode.beam_size,
-                              length_penalty=cfg.decode.length_penalty, overwrite=args.overwrite,
-                              chunk_size=args.chunk_size, languages=languages)
-    record_exported_weights(path, weights, args.run_dir, checkpoint, languages)
-    print(f"exported SavedModel to {path} (signature serving_default: texts -> translations; "
-          f"{weights} weights)")
-    quant = getattr(model, "activation_quantization", None)
-    if quant is not None:
-        print(f"matmul inputs log-quantised ({quant.bits} bits, fixed scale {quant.scale:g}) with "
-              "stock TensorFlow ops, as evaluated: serving needs no tf_nmt op library")
+    export_saved_model(args.run_dir, args.export_dir, checkpoint=args.checkpoint,
+                       weights=args.weights, beam_size=args.beam_size, chunk_size=chunk_size,
+                       overwrite=args.overwrite)
     return 0
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from tf_nmt.models.ema import checkpoint_has_ema
-    from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
-    from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
+    from tf_nmt.commands.average import average
 
-    run = RunDir(Path(args.run_dir))
-    prefixes = list_checkpoints(run.checkpoints)[-args.last:]
-    if len(prefixes) < args.last:
-        raise RunDirError(f"asked to average the last {args.last} checkpoints but "
-                         f"{run.checkpoints} holds {len(prefixes)}")
-    # no --weights: the EMA where every checkpoint holds one (as choose_weights for one)
-    weights = args.weights or ("ema" if all(map(checkpoint_has_ema, prefixes)) else "raw")
-    model, _, _ = load_trained_model(run.root)
-    out = average_checkpoints(model, prefixes, Path(args.output_dir), overwrite=args.overwrite,
-                              weights=weights)
-    print(f"averaged the {weights} weights of {len(prefixes)} checkpoints into "
-          f"{out}; score it with: tf-nmt evaluate "
-          f"--run-dir {run.root} --checkpoint {args.output_dir}")
+    average(args.run_dir, args.last, args.output_dir, overwrite=args.overwrite,
+            weights=args.weights)
     return 0
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
-    from tf_nmt.quickstart import run_quickstart
+    from tf_nmt.commands.quickstart import run_quickstart
 
     run_quickstart(Path(args.data_dir), Path(args.run_dir), Path(args.export_dir),
                    args.results, minutes=args.minutes, overrides=args.set,

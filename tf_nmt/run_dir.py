@@ -21,7 +21,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from tf_nmt.compat import ENV_VAR, KERAS_VERSION, keras, tf
 from tf_nmt.config import Config, load_config
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
-from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, Vocabularies
+from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, TokenizerPair
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
@@ -75,7 +75,7 @@ class RunDir:
         trained the built-in en-de corpus)."""
         return languages_of(self.read_meta())
 
-    def vocabularies(self) -> Vocabularies:
+    def vocabularies(self) -> TokenizerPair:
         """The run's (source, target) tokenizers, checked against ``meta.json``'s fingerprints
         (a swapped or missing model file is one :class:`RunDirError` line)."""
         meta = self.read_meta() or {}
@@ -91,7 +91,7 @@ class RunDir:
             if key in meta and recorded != found:
                 raise RunDirError(f"{self.root}: meta.json records {what} {recorded} but the "
                                   f"run holds {found or 'none'}; the run directory was changed")
-        return Vocabularies(source, target)
+        return TokenizerPair(source, target)
 
     def is_run(self) -> bool:
         """True when this looks like a tf-nmt run directory (config and vocabulary present)."""
@@ -150,9 +150,9 @@ def run_meta(cfg: Config, tokenizer: Tokenizers, world_size: int,
              languages: Sequence[str] = BUILTIN_LANGUAGES) -> Dict[str, Any]:
     """What ``meta.json`` records, and what :func:`check_resume` compares (``languages``:
     (source, target) of the data dir, :attr:`tf_nmt.data.prepared.PreparedData.languages`;
-    ``tokenizer``: the shared one, or the :class:`Vocabularies` of separate ones, whose
+    ``tokenizer``: the shared one, or the :class:`TokenizerPair` of separate ones, whose
     ``vocab_*`` keys are the target's and ``source_vocab_*`` the source's, null when shared)."""
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     return {"vocab_fingerprint": vocab.target.fingerprint, "vocab_size": vocab.target.vocab_size,
             "source_vocab_fingerprint": vocab.source_fingerprint,
             "source_vocab_size": vocab.source_vocab_size,
@@ -179,7 +179,7 @@ def check_keras(run: RunDir, meta: Optional[Mapping[str, Any]] = None) -> None:
 def save_vocabularies(run: RunDir, tokenizer: Tokenizers) -> None:
     """Write the run's vocabulary files the first time (``source_vocab.model`` only when
     separate); existing files are kept (:func:`check_resume` compared them already)."""
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     if not run.vocab_path.is_file():
         vocab.target.save(run.vocab_path)
     if not vocab.shared and not run.source_vocab_path.is_file():
@@ -233,41 +233,60 @@ def resolve_checkpoint(run: RunDir, checkpoint: Optional[str] = None) -> str:
     return str(prefix)
 
 
+def default_weights(has_ema: bool) -> str:
+    """The one rule for which weights a command uses when none are asked for: ``"ema"`` where
+    the checkpoint (every checkpoint, for an average) holds a weight EMA (a run trained with
+    ``train.ema_decay`` > 0, as the quickstart Transformer is), else ``"raw"``. The CLI, the
+    quickstart and every library function below share it."""
+    return "ema" if has_ema else "raw"
+
+
 def choose_weights(run_dir: Path, checkpoint: Optional[str] = None,
                    weights: Optional[str] = None) -> Tuple[Optional[str], str]:
     """(checkpoint, weights) for a command that loads a run: ``weights`` as given, or, given
-    none, ``"ema"`` where the checkpoint holds a weight EMA (a run trained with
-    ``train.ema_decay`` > 0, as the quickstart Transformer is) and ``"raw"`` where it does not.
-    When it decides, the checkpoint comes back resolved (see :func:`resolve_checkpoint`), so
-    the weights named are those of the checkpoint loaded even while training writes newer
-    ones; a missing run or checkpoint is left to the loader to report."""
+    none, :func:`default_weights` for the checkpoint. When it decides, the checkpoint comes
+    back resolved (see :func:`resolve_checkpoint`), so the weights named are those of the
+    checkpoint loaded even while training writes newer ones; a missing run or checkpoint is
+    left to the loader to report."""
     if weights is not None:
         return checkpoint, weights
     try:
         prefix = resolve_checkpoint(RunDir(Path(run_dir)), checkpoint)
-        return prefix, ("ema" if checkpoint_has_ema(prefix) else "raw")
+        return prefix, default_weights(checkpoint_has_ema(prefix))
     except (RunDirError, tf.errors.OpError):  # no checkpoint, or an unreadable one
         return checkpoint, "raw"
 
 
-def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None, weights: str = "raw"
-                       ) -> Tuple[keras.Model, Tokenizers, Config]:
-    """(float32 model, tokenizer, config) of a run, restored from ``checkpoint`` (see
-    :func:`resolve_checkpoint`); the tokenizer is the shared one, or the :class:`Vocabularies`
+def checkpoints_weights(prefixes: Sequence[str], weights: Optional[str] = None) -> str:
+    """``weights`` as given, else :func:`default_weights` over all of ``prefixes`` (an average
+    uses the EMA only where every checkpoint holds one)."""
+    if weights is not None:
+        return weights
+    return default_weights(bool(prefixes) and all(map(checkpoint_has_ema, prefixes)))
+
+
+@dataclass
+class LoadedRun:
+    """A trained run's model restored from one checkpoint, with what was loaded."""
+
+    model: keras.Model
+    tokenizer: Tokenizers
+    cfg: Config
+    checkpoint: str  # the prefix restored (resolved once)
+    weights: str     # "raw" or "ema"
+
+
+def load_run(run_dir: Path, checkpoint: Optional[str] = None, weights: Optional[str] = None
+             ) -> LoadedRun:
+    """The float32 model, tokenizer and config of a run, restored from ``checkpoint`` (see
+    :func:`resolve_checkpoint`); the tokenizer is the shared one, or the :class:`TokenizerPair`
     of a separate-vocabulary run (translation code takes either); the model quantises its
     matmul inputs as the run was trained to (``train.quantize_activations_*``). ``weights``:
-    ``"raw"`` (the trained weights) or ``"ema"`` (their moving average, ``train.ema_decay``; :mod:`tf_nmt.models.ema`)."""
-    model, tokenizer, cfg, _prefix = load_trained_checkpoint(run_dir, checkpoint, weights)
-    return model, tokenizer, cfg
-
-
-def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
-                            weights: str = "raw"
-                            ) -> Tuple[keras.Model, Tokenizers, Config, str]:
-    """As :func:`load_trained_model`, plus the checkpoint prefix it restored. The prefix is
-    resolved once, so a caller that records it names what was loaded even while a training
-    run goes on writing newer checkpoints."""
-    if weights not in WEIGHTS:
+    ``"raw"`` (the trained weights), ``"ema"`` (their moving average, ``train.ema_decay``;
+    :mod:`tf_nmt.models.ema`) or None (:func:`choose_weights`: the EMA where the checkpoint
+    holds one). The prefix is resolved once, so a caller that records it names what was loaded
+    even while a training run goes on writing newer checkpoints."""
+    if weights is not None and weights not in WEIGHTS:
         raise RunDirError(f"unknown weights {weights!r} (use one of {', '.join(WEIGHTS)})")
     run = RunDir(Path(run_dir))
     if not run.root.is_dir():
@@ -281,6 +300,7 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
                                     activation_quantization=from_train_config(cfg.train),
                                     source_vocab_size=vocab.source_vocab_size)
     prefix = resolve_checkpoint(run, checkpoint)
+    weights = checkpoints_weights([prefix], weights)
     try:
         tf.train.Checkpoint(model=model).restore(prefix).expect_partial() \
             .assert_existing_objects_matched()
@@ -289,4 +309,19 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
                           f"{run.root}: {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
     if weights == "ema":
         restore_ema_weights(model, prefix)
-    return model, vocab.as_tokenizer(), cfg, prefix
+    return LoadedRun(model, vocab.as_tokenizer(), cfg, prefix, weights)
+
+
+def load_trained_model(run_dir: Path, checkpoint: Optional[str] = None,
+                       weights: Optional[str] = None) -> Tuple[keras.Model, Tokenizers, Config]:
+    """(model, tokenizer, config) of :func:`load_run`."""
+    run = load_run(run_dir, checkpoint, weights)
+    return run.model, run.tokenizer, run.cfg
+
+
+def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
+                            weights: Optional[str] = None
+                            ) -> Tuple[keras.Model, Tokenizers, Config, str]:
+    """(model, tokenizer, config, checkpoint prefix restored) of :func:`load_run`."""
+    run = load_run(run_dir, checkpoint, weights)
+    return run.model, run.tokenizer, run.cfg, run.checkpoint

@@ -47,7 +47,7 @@ def calibrated_scale(experiment: qstudy.Experiment, baseline: Path, batches: int
     """The fixed activation scale: the optimised log scale of the baseline's matmul inputs on
     ``batches`` dev batches (teacher-forced), frozen for training, evaluation and serving."""
     from tf_nmt.data.pipeline import encode_corpus, make_dataset
-    from tf_nmt.data.vocabulary import load_split
+    from tf_nmt.data.data_dir import load_split
     from tf_nmt.models.activation_quant import ActivationQuantization, calibrate_scale
     from tf_nmt.run_dir import build_initialised_model, load_trained_model
 
@@ -68,9 +68,9 @@ def kernel_check(experiment: qstudy.Experiment, run_dir: Path) -> Dict[str, Any]
     computes) and in the log-space kernels (``--lowprec``): the kernels' test BLEU, how many
     translations the two engines agree on, and how many of each are empty."""
     from tf_nmt.evaluation.bleu import corpus_bleu
-    from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+    from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
     from tf_nmt.models.activation_quant import inference_engine, use_engine
-    from tf_nmt.quantization.runs import model_from_packed, quantize_run
+    from tf_nmt.commands.quantized_runs import model_from_packed, quantize_run
 
     packed, _ = quantize_run(run_dir, qstudy.DEPLOYED)
     model, tokenizer, cfg = model_from_packed(packed)

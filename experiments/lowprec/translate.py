@@ -36,7 +36,7 @@ ENGINES = ("fp32", "int8", "lowprec")
 
 def translate_all(model, tokenizer, engine, beam: int, alpha: float, batch_size: int):
     """A translate function traced under ``engine`` (an ``activations`` engine instance)."""
-    from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+    from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
     from tf_nmt.models.activation_quant import use_engine
 
     fn = make_translate_fn(model, tokenizer, beam, alpha)
@@ -53,7 +53,7 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, limit: int, bea
             log=print) -> Dict[str, Any]:
     """Sentences/s and BLEU of each engine on ``split``; see the module docstring."""
     from tf_nmt.compat import tf
-    from tf_nmt.data.vocabulary import load_split
+    from tf_nmt.data.data_dir import load_split
     from tf_nmt.evaluation.bleu import corpus_bleu
     from tf_nmt.ops import lowprec
     from tf_nmt.models.activation_quant import inference_engine

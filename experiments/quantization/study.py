@@ -15,7 +15,7 @@ For each model kind it trains (or reuses) a float32 baseline, or takes a trained
   feedback, its size against the float32 export, and a fresh-process serving check.
 
 Every BLEU of a quantised model is the BLEU of the packed model
-(:func:`tf_nmt.quantization.runs.quantize_run`, rebuilt by ``model_from_packed``): re-trained
+(:func:`tf_nmt.commands.quantized_runs.quantize_run`, rebuilt by ``model_from_packed``): re-trained
 weights are quantised once more with the same policy; how many weights this moves, and by how
 much relative to the tensor's largest value, is reported (~0, up to a last-bit change of a
 re-fitted scale). Sub-runs live under ``--work-dir`` and are reused when the study is run again.
@@ -44,15 +44,15 @@ import numpy as np
 from tf_nmt.compat import keras
 from tf_nmt.config import Config, load_config, preset
 from tf_nmt.data.tokenizer import SubwordTokenizer
-from tf_nmt.data.vocabulary import load_split
+from tf_nmt.data.data_dir import load_split
 from tf_nmt.evaluation.bleu import corpus_bleu
-from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
-from tf_nmt.quantization.commands import export_sizes
+from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
+from tf_nmt.commands.quantize import export_sizes
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import model_weights
-from tf_nmt.quantization.runs import model_from_packed, quantize_run
-from tf_nmt.quantization.saved_model import export_packed_saved_model
-from tf_nmt.quickstart import SAMPLE_SENTENCES, serve_in_fresh_process
+from tf_nmt.commands.quantized_runs import model_from_packed, quantize_run
+from tf_nmt.export.packed_saved_model import export_packed_saved_model
+from tf_nmt.commands.quickstart import SAMPLE_SENTENCES, serve_in_fresh_process
 from experiments.lib import common
 from tf_nmt.run_dir import RunDir, load_trained_model
 from tf_nmt.training.trainer import train

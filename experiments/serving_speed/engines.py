@@ -7,15 +7,15 @@ the checkpoint's EMA where it holds one, else ``raw``, as ``tf-nmt export``) the
 with the ``tf-nmt export`` command itself (run in-process, into a temporary directory):
 
 * ``savedmodel``: one SavedModel per beam (a SavedModel's beam is fixed at export), with the
-  export's default in-graph chunks (``--chunk-size``, :data:`tf_nmt.export.SERVING_CHUNK_SIZE`);
+  export's default in-graph chunks (``--chunk-size``, :data:`tf_nmt.inference.formats.SERVING_CHUNK_SIZE`);
   TensorFlow's default threading;
 * ``ct2-float32`` and ``ct2-int8``: ``tf-nmt export --format ctranslate2 --quantization Q``, one
   directory each (``--vmap``/``--no-vmap`` passed on to the export when given), served by
-  :class:`tf_nmt.export.ctranslate2.CTranslate2Translator` with its defaults unless
+  :class:`tf_nmt.inference.ctranslate2.CTranslate2Translator` with its defaults unless
   ``--ct2-threads``, ``--ct2-inter-threads``, ``--ct2-mkl``, ``--ct2-isa`` or ``--vmap`` say
   otherwise (``engine_info`` records the settings used and where each came from); each request
   is length-sorted and decoded as one batch
-  (:func:`~tf_nmt.export.ctranslate2.translate_sorted`, the path of ``tf-nmt translate``), with
+  (:func:`~tf_nmt.inference.ctranslate2.translate_sorted`, the path of ``tf-nmt translate``), with
   the exported length penalty at beam > 1 (CTranslate2's ``length ** alpha``, not tf-nmt's GNMT
   penalty) and none at beam 1.
 
@@ -75,8 +75,8 @@ Runner = Callable[[List[str], int], List[str]]
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (:func:`tf_nmt.export.ctranslate2.usable_cores`)."""
-    from tf_nmt.export.ctranslate2 import usable_cores as cores
+    """The cores this process may run on (:func:`tf_nmt.utils.machine.usable_cores`)."""
+    from tf_nmt.utils.machine import usable_cores as cores
 
     return cores()
 
@@ -141,7 +141,7 @@ def export_engines(run_dir: Path, checkpoint: Optional[str], weights: str, beams
 def ct2_client(engine, beam: int) -> Runner:
     """Requests of ``batch`` sentences in the given order to a CTranslate2 translator, each
     length-sorted and decoded as one batch."""
-    from tf_nmt.export.ctranslate2 import translate_sorted
+    from tf_nmt.inference.ctranslate2 import translate_sorted
 
     def send(texts: List[str], batch: int) -> List[str]:
         out: List[str] = []
@@ -160,8 +160,8 @@ def load_runners(exports: Dict[str, Any], beams: Sequence[int], ct2: Dict[str, A
     settings as loaded (CTranslate2: :attr:`CTranslate2Translator.settings`). ``ct2``: the
     translators' keyword arguments (threads, backend, vocabulary map; unset: the defaults)."""
     from tf_nmt.compat import tf
-    from tf_nmt.export import SERVING_CHUNK_SIZE
-    from tf_nmt.export.ctranslate2 import CTranslate2Translator
+    from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
+    from tf_nmt.inference.ctranslate2 import CTranslate2Translator
 
     paths = exports["paths"]
     runners: Dict[Tuple[str, int], Runner] = {}
@@ -322,14 +322,14 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
     ``vmap``: export with ``--vmap``/``--no-vmap`` (None: the export's default)."""
     from tf_nmt.data.prepared import read_prepared
     from tf_nmt.data.tokenizer import SubwordTokenizer
-    from tf_nmt.data.vocabulary import load_split
+    from tf_nmt.data.data_dir import load_split
     from tf_nmt.evaluation.bleu import tokenizer_for
     from tf_nmt.evaluation.evaluate import check_data_matches_run
     from tf_nmt.run_dir import RunDir
 
     ct2 = dict(ct2 or {})
     if "use_mkl" in ct2 or "cpu_isa" in ct2:  # before the exports import ctranslate2
-        from tf_nmt.export.ct2_backend import import_ctranslate2
+        from tf_nmt.inference.ct2_backend import import_ctranslate2
 
         import_ctranslate2(ct2.get("use_mkl"), ct2.get("cpu_isa"))
     with tempfile.TemporaryDirectory(prefix="tfnmt-engines-") as tmp:

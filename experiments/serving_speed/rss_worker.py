@@ -63,7 +63,7 @@ def run(spec: dict) -> dict:
         threads = {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                    "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
     elif spec["engine"] == "ctranslate2":
-        from tf_nmt.export.ctranslate2 import CTranslate2Translator, translate_sorted
+        from tf_nmt.inference.ctranslate2 import CTranslate2Translator, translate_sorted
 
         marks["imported"] = _maxrss_kib()
         engine = CTranslate2Translator(spec["export_dir"], **spec.get("ct2", {}))

@@ -69,7 +69,7 @@ def build_variants(run_dir: Path, names: Sequence[str], export_root: Path,
     """Callables ``(texts, batch) -> translations`` for every variant name, plus the run's
     tokenizer and decode settings."""
     from tf_nmt.compat import tf
-    from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+    from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
     from tf_nmt.export.saved_model import export_saved_model
     from tf_nmt.run_dir import load_trained_model
 
@@ -95,7 +95,7 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
             batch_sizes: Sequence[int], chunk_sizes: Sequence[int], bands: Sequence[str],
             rounds: int, greedy: bool = True, log: Callable[[str], None] = print) -> Dict[str, Any]:
     """Time every (variant, band, request size); see the module docstring."""
-    from tf_nmt.data.vocabulary import load_split
+    from tf_nmt.data.data_dir import load_split
 
     names = variant_names(chunk_sizes, greedy)
     with tempfile.TemporaryDirectory(prefix="tfnmt-serving-") as tmp:

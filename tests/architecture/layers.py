@@ -19,20 +19,21 @@ from tests.architecture.import_graph import PACKAGE
 LAYERS: Tuple[str, ...] = (
     "tf_nmt",        # the package __init__: selects Keras 2 before TensorFlow loads
     "errors",        # UserError: what the CLI prints as one line
-    "utils",         # atomic file writes, the machine record, allocator, op profile
+    "utils",         # atomic file writes, the machine record, allocator
     "compat",        # tf and Keras 2, for everything above
     "config",        # config keys, types, presets; ConfigError
     "config_usage",  # which config keys each mode uses: the refusal table (tf_nmt.config_usage)
     "ops",           # the C++ op library and its Python wrappers
-    "data",          # corpus, vocabulary, tokenizer, tf.data pipeline
-    "models",        # Transformer, GNMT, their layers; the activation quantiser (activation_quant)
-    "distributed",   # process context, collectives, gradient communication
+    "data",          # built-in and own corpora, data dir reading, tokenizer, tf.data pipeline
+    "models",        # Transformer, GNMT, their layers; the activation quantiser (activation_quant/)
+    "quantization",  # low-bit weight codecs, packed files, re-training under quantisation
+    "distributed",   # process context, collectives, gradient communication, byte accounting
+    "inference",     # what reads an export: formats, the serving graph, CTranslate2 translation
     "run_dir",       # a run directory: layout, resume guard, building and restoring its model
     "evaluation",    # beam-search translation, BLEU
     "export",        # the string-to-string SavedModel
-    "quantization",  # quantising a run, packed files and SavedModels, re-training under quantisation
     "training",      # the trainers (re-training under quantisation is a quantization callback)
-    "quickstart",    # prepare-data, train, evaluate, export in one call
+    "commands",      # one typed function per tf-nmt verb; the CLI and the quickstart call them
     "cli",           # the tf-nmt command line
     "__main__",      # python -m tf_nmt
 )

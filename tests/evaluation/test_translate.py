@@ -5,7 +5,7 @@ import pytest
 from tests.helpers import toy_pairs
 from tf_nmt.compat import tf
 from tf_nmt.data.tokenizer import EOS_ID, PAD_ID, SubwordTokenizer, train_sentencepiece
-from tf_nmt.evaluation.translate import source_ids, translate_texts
+from tf_nmt.inference.serving_graph import source_ids, translate_texts
 
 
 @pytest.fixture(scope="module")

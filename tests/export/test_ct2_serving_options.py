@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from tf_nmt.export import ct2_backend
+from tf_nmt.inference import ct2_backend
 from tf_nmt.export.ct2_vmap import build_vmap
-from tf_nmt.export.ctranslate2 import thread_layout, usable_cores
+from tf_nmt.inference.ctranslate2 import thread_layout
+from tf_nmt.utils.machine import usable_cores
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +43,7 @@ def test_backend_precedence_given_environment_vendor_default(monkeypatch):
 
 _CHILD = """
 import json, os, sys
-from tf_nmt.export import ct2_backend
+from tf_nmt.inference import ct2_backend
 ct2 = ct2_backend.import_ctranslate2(use_mkl={mkl})
 out = {{"env": os.environ.get("CT2_USE_MKL"), "applied": ct2_backend.applied(),
         "types": sorted(ct2.get_supported_compute_types("cpu"))}}

@@ -12,10 +12,12 @@ from tests.training.test_trainer import tiny_config  # noqa: E402
 from tf_nmt.cli import main  # noqa: E402
 from tf_nmt.errors import UserError  # noqa: E402
 from tf_nmt.compat import tf  # noqa: E402
-from tf_nmt.evaluation.translate import padded_source  # noqa: E402
-from tf_nmt.export import ctranslate2 as ct2_export  # noqa: E402
-from tf_nmt.export.ctranslate2 import (CTranslate2ExportError, CTranslate2Translator,  # noqa: E402
-                                       export_ctranslate2, is_ctranslate2_dir)
+from tf_nmt.inference.serving_graph import padded_source
+from tf_nmt.export import ctranslate2 as ct2_export
+from tf_nmt.inference import formats
+from tf_nmt.inference.formats import CTranslate2ExportError, is_ctranslate2_dir
+from tf_nmt.inference.ctranslate2 import CTranslate2Translator
+from tf_nmt.export.ctranslate2 import export_ctranslate2
 from tf_nmt.models import base, decoding  # noqa: E402
 from tf_nmt.models.decoding import greedy_search  # noqa: E402
 from tf_nmt.run_dir import load_trained_model  # noqa: E402
@@ -44,7 +46,7 @@ def trained_run(request, tmp_path_factory):
 
 def tf_nmt_greedy(model, tokenizer, texts):
     """tf-nmt's own greedy ids for ``texts`` decoded as one batch, eos and padding removed."""
-    source = padded_source(tokenizer.tokenize(tf.constant(texts)), ct2_export.MAX_SOURCE_LENGTH)
+    source = padded_source(tokenizer.tokenize(tf.constant(texts)), formats.MAX_SOURCE_LENGTH)
     ids, _ = greedy_search(model, source)
     out = []
     for row in ids.numpy().tolist():
@@ -64,10 +66,10 @@ def agreement(a, b):
 
 
 def test_constants_match_tf_nmt():
-    assert (ct2_export.PAD_ID, ct2_export.UNK_ID, ct2_export.BOS_ID, ct2_export.EOS_ID) == \
+    assert (formats.PAD_ID, formats.UNK_ID, formats.BOS_ID, formats.EOS_ID) == \
         (base.PAD_ID, base.UNK_ID, base.BOS_ID, base.EOS_ID)
-    assert ct2_export.NEG == decoding.NEG
-    assert ct2_export.MAX_DECODE_LENGTH == decoding.MAX_DECODE_LENGTH
+    assert formats.NEG == decoding.NEG
+    assert formats.MAX_DECODE_LENGTH == decoding.MAX_DECODE_LENGTH
 
 
 def test_float32_greedy_matches_tf_nmt(trained_run, tmp_path):
@@ -173,17 +175,21 @@ def test_cli_export_and_translate(trained_run, tmp_path, capsys):
     assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
                  "--export-dir", str(export_dir)]) == 2
     assert "--overwrite" in capsys.readouterr().err
-    texts = ["The dog is old and the menu is new.", "The file is new.", "", "The window is empty."]
+    # line breaks of str.splitlines() inside lines: still one output line per input line
+    texts = ["The dog is old\u2028and the menu is new.", "The file\x0cis new.", "",
+             "The window\x85is empty.", "The menu\x1eis old."]
     src = tmp_path / "in.txt"
     src.write_text("\n".join(texts) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
     assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
                  str(out), "--beam-size", "1", "--batch-size", "2"]) == 0
     err = capsys.readouterr().err
-    assert "sentences/s" in err and "ctranslate2: float32 on cpu" in err
+    assert "lines/s" in err and "ctranslate2: float32 on cpu" in err
     assert "vocabulary map on" in err  # exported with one (the default)
-    expected = CTranslate2Translator(export_dir).translate(texts, beam_size=1, batch_size=2)
-    assert out.read_text(encoding="utf-8").splitlines() == expected
+    kept = [t for t in texts if t]  # an empty line stays empty, never translated
+    done = iter(CTranslate2Translator(export_dir).translate(kept, beam_size=1, batch_size=2))
+    expected = [next(done) if t else "" for t in texts]
+    assert out.read_text(encoding="utf-8").split("\n") == expected + [""]
     assert (export_dir / "vmap.txt").is_file()
     assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
                  str(out), "--beam-size", "1", "--no-vmap"]) == 0
@@ -209,10 +215,10 @@ def test_cli_refusals(tmp_path, capsys):
     assert "--bits" in error(base_args + ["--format", "ctranslate2", "--bits", "4"])
     assert "--quantization" in error(base_args + ["--quantization", "int8"])
     assert "--vmap" in error(base_args + ["--vmap"])  # a SavedModel has no vocabulary map
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"fine\nalso fine\nbroken \xff here\n")
+    bad = tmp_path / "bad.txt"  # invalid UTF-8 is named by line as it streams in:
+    bad.write_bytes(b"fine\nalso fine\nbroken \xff here\n")  # tests/test_translate_lines.py
     line = error(["translate", "--export-dir", str(tmp_path), "--input", str(bad)])
-    assert "line 3" in line and "UTF-8" in line
+    assert "no SavedModel there" in line  # the export is checked before the input is read
     good = tmp_path / "good.txt"
     good.write_text("fine\n", encoding="utf-8")
     line = error(["translate", "--export-dir", str(tmp_path), "--input", str(good), "--no-vmap"])

@@ -7,9 +7,9 @@ pytestmark = pytest.mark.slow  # trains a tiny model first
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt.compat import tf
-from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 from tf_nmt.export.saved_model import export_saved_model
-from tf_nmt.quickstart import serve_in_fresh_process
+from tf_nmt.commands.quickstart import serve_in_fresh_process
 from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train
 
@@ -59,7 +59,7 @@ def test_length_sorted_chunks_translate_as_the_plain_function_does(trained_run, 
     """chunk_size: the batch is sorted by source length and decoded chunk by chunk; every
     sentence gets what the plain function gives its chunk, in the caller's order, in process
     and from the export."""
-    from tf_nmt.evaluation.translate import source_ids
+    from tf_nmt.inference.serving_graph import source_ids
 
     model, tokenizer, _ = load_trained_model(trained_run)
     texts = ["The window is empty and the dog is old.", "The file.", "", "The dog is old.",

@@ -92,8 +92,8 @@ def meta(run):
 
 def translate_dev(run, data):
     """tf-nmt's in-process translation of the dev sources with ``run``'s latest checkpoint."""
-    from tf_nmt.data.vocabulary import load_split
-    from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+    from tf_nmt.data.data_dir import load_split
+    from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
     from tf_nmt.run_dir import load_trained_model
 
     model, tokenizer, cfg = load_trained_model(run)

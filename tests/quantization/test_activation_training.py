@@ -11,10 +11,10 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import TINY, tiny_config
 from tf_nmt.compat import tf
 from tf_nmt.config import load_config
-from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 from tf_nmt.export.saved_model import export_saved_model
 from tf_nmt.models.activation_quant import ActivationQuantization
-from tf_nmt.quickstart import serve_in_fresh_process
+from tf_nmt.commands.quickstart import serve_in_fresh_process
 from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train
 

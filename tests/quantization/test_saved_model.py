@@ -10,16 +10,16 @@ import numpy as np
 from tests.helpers import write_toy_data_dir
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import load_config
-from tf_nmt.data.vocabulary import ensure_vocab
-from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.data.data_dir import ensure_vocab
+from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 from tf_nmt.models import build_model
-from tf_nmt.quantization.commands import export_sizes
+from tf_nmt.commands.quantize import export_sizes
 from tf_nmt.quantization.packed_file import PackedModel
 from tf_nmt.quantization.policy import QuantPolicy
 from tf_nmt.quantization.quantize import quantize_model
-from tf_nmt.quantization.runs import model_from_packed
-from tf_nmt.quantization.saved_model import export_packed_saved_model, variable_slots
-from tf_nmt.quickstart import serve_in_fresh_process
+from tf_nmt.commands.quantized_runs import model_from_packed
+from tf_nmt.export.packed_saved_model import export_packed_saved_model, variable_slots
+from tf_nmt.commands.quickstart import serve_in_fresh_process
 
 TEXTS = ["The file is new.", "The dog is old.", "", "The window is empty."]
 HPARAMS = {"num_layers": 1, "d_model": 128, "num_heads": 4, "ff_dim": 512, "dropout": 0.0}

@@ -7,7 +7,7 @@ from tests.training.test_async_trainer import TINY
 
 def tiny_config(tmp_path, *extra, base=TINY):
     from tf_nmt.config import load_config
-    from tf_nmt.data.vocabulary import ensure_vocab
+    from tf_nmt.data.data_dir import ensure_vocab
 
     data = write_toy_data_dir(tmp_path / "data")
     cfg = load_config(None, base + [f"data.data_dir={data}", *extra])
@@ -41,7 +41,7 @@ def test_gnmt_is_probed_too(tmp_path):
 
 def test_quickstart_refuses_the_precision_twice(tmp_path):
     from tf_nmt.errors import UsageError
-    from tf_nmt.quickstart import run_quickstart
+    from tf_nmt.commands.quickstart import run_quickstart
 
     with pytest.raises(UsageError, match="give the precision once"):
         run_quickstart(tmp_path / "d", tmp_path / "r", tmp_path / "e", tmp_path / "q.json",

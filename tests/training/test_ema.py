@@ -71,7 +71,7 @@ def test_training_keeps_the_ema_in_checkpoints_and_resume_is_exact(data_dir, tmp
                     log=lambda _m: None)
     assert resumed.resumed_from == 10
     a, b = ema_of(str(straight / "checkpoints" / "ckpt-20")), ema_of(str(split / "checkpoints" / "ckpt-20"))
-    raw, _, _ = load_trained_model(straight)
+    raw, _, _ = load_trained_model(straight, weights="raw")
     assert len(a) == len(raw.trainable_variables) > 0
     for x, y in zip(a, b):  # the same run, interrupted or not
         np.testing.assert_array_equal(x, y)
@@ -88,7 +88,7 @@ def test_the_trainer_updates_from_the_weights_after_each_step(data_dir, tmp_path
     run = tmp_path / "run"
     train(tiny_config(data_dir, "train.train_steps=4", "train.steps_per_cycle=4",
                       "train.ema_decay=1e-7"), run, log=lambda _m: None)
-    raw, _, _ = load_trained_model(run)
+    raw, _, _ = load_trained_model(run, weights="raw")
     ema = ema_of(str(run / "checkpoints" / "ckpt-4"))
     for s, w in zip(ema, raw.trainable_variables):
         np.testing.assert_allclose(s, w.numpy(), rtol=1e-5, atol=1e-6)
@@ -97,8 +97,8 @@ def test_the_trainer_updates_from_the_weights_after_each_step(data_dir, tmp_path
 @pytest.mark.slow
 def test_weights_ema_through_the_commands(data_dir, tmp_path, capsys):
     from tf_nmt.cli import main
-    from tf_nmt.export import EXPORT_WEIGHTS_RECORD
-    from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+    from tf_nmt.inference.formats import EXPORT_WEIGHTS_RECORD
+    from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 
     run, plain = tmp_path / "run", tmp_path / "plain"
     train(tiny_config(data_dir, "train.train_steps=20", *EMA), run, log=lambda _m: None)
@@ -114,7 +114,7 @@ def test_weights_ema_through_the_commands(data_dir, tmp_path, capsys):
     import tensorflow_text  # noqa: F401
     loaded = tf.saved_model.load(str(export))
     ema_model, tokenizer, cfg = load_trained_model(run, weights="ema")
-    raw_model, _, _ = load_trained_model(run)
+    raw_model, _, _ = load_trained_model(run, weights="raw")
     reader = tf.train.load_checkpoint(str(export / "variables" / "variables"))
     saved = [reader.get_tensor(name) for name, _ in
              tf.train.list_variables(str(export / "variables" / "variables"))
@@ -140,7 +140,7 @@ def test_weights_ema_through_the_commands(data_dir, tmp_path, capsys):
         np.testing.assert_allclose(w.numpy(), want.astype(np.float32), rtol=1e-6)
 
     from tf_nmt.quantization.packed_file import read_packed
-    from tf_nmt.quantization.runs import quantize_run
+    from tf_nmt.commands.quantized_runs import quantize_run
     from tf_nmt.quantization.policy import QuantPolicy
 
     packed = tmp_path / "q.bin"
@@ -215,3 +215,25 @@ def test_elastic_and_async_refuse_it(tmp_path):
     for mode in ("train-elastic", "train-async"):
         with pytest.raises(ConfigError, match="train.ema_decay"):
             validate_config(cfg, mode=mode)
+
+
+def test_every_loader_defaults_to_the_rule_the_commands_use():
+    """One rule for the weights (tf_nmt.run_dir.default_weights): every function that loads or
+    averages a run's weights defaults to it (None), as the CLI does, rather than to "raw"."""
+    import inspect
+
+    from tf_nmt.commands import average, evaluate, export, quantize, quickstart, translate
+    from tf_nmt.commands.quantized_runs import quantize_run
+    from tf_nmt.evaluation.evaluate import evaluate_run
+    from tf_nmt.run_dir import (choose_weights, default_weights, load_run,
+                                load_trained_checkpoint)
+    from tf_nmt.training.checkpoints import average_checkpoints
+
+    loaders = [load_run, load_trained_model, load_trained_checkpoint, choose_weights,
+               evaluate_run, average_checkpoints, quantize_run, quickstart.average_last_checkpoints,
+               average.average, evaluate.evaluate, export.export_saved_model,
+               export.export_ctranslate2, quantize.quantize, quantize.export_packed,
+               translate.translate]
+    for fn in loaders:
+        assert inspect.signature(fn).parameters["weights"].default is None, fn.__qualname__
+    assert (default_weights(True), default_weights(False)) == ("ema", "raw")

@@ -7,12 +7,13 @@ import os
 import numpy as np
 import pytest
 
-import tf_nmt.quickstart as quickstart
+import tf_nmt.commands.prepare as prepare
+import tf_nmt.commands.quickstart as quickstart
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import TINY
 from tf_nmt.config import QUICKSTART_EMA_DECAY
 from tf_nmt.errors import UsageError
-from tf_nmt.export import EXPORT_WEIGHTS_RECORD
+from tf_nmt.inference.formats import EXPORT_WEIGHTS_RECORD
 
 # a step limit instead of the time budget (which a loaded machine would make train too few steps
 # for 3 checkpoints); the record says which ended training
@@ -22,7 +23,7 @@ SHORT = TINY + ["data.oversample={}", "train.steps_per_cycle=5", "train.keep_che
 
 def _quickstart(tmp_path, monkeypatch, overrides, **kw):
     data = write_toy_data_dir(tmp_path / "data")
-    monkeypatch.setattr(quickstart, "prepare_corpus", lambda *a, **k: {})  # the toy corpus is it
+    monkeypatch.setattr(prepare, "prepare_corpus", lambda *a, **k: {})  # the toy corpus is it
     run, export = tmp_path / "run", tmp_path / "export"
     payload = quickstart.run_quickstart(data, run, export, precision="float32",
                                         overrides=SHORT + overrides, **kw)
@@ -68,7 +69,7 @@ def test_quickstart_scores_and_exports_the_ema_of_its_last_checkpoint(tmp_path, 
     # the export holds the EMA weights (at step 20 the EMA, decay (1+s)/(10+s), is far from
     # the raw weights) and says so
     ema, _, _ = load_trained_model(run, weights="ema")
-    raw, _, _ = load_trained_model(run)
+    raw, _, _ = load_trained_model(run, weights="raw")
     assert _exported_variables(export) == _model_variables(ema) != _model_variables(raw)
     said = json.loads((export / EXPORT_WEIGHTS_RECORD).read_text())
     assert said["weights"] == "ema" and said["averaged"] == kept[-1:]
@@ -115,7 +116,7 @@ def test_average_last_beyond_the_kept_checkpoints_is_refused_before_anything_run
 
 
 def test_the_quickstart_transformer_keeps_an_ema_and_gnmt_small_does_not(tmp_path):
-    from tf_nmt.quickstart import quickstart_config, scored_weights
+    from tf_nmt.commands.quickstart import quickstart_config, scored_weights
 
     cfg = quickstart_config(tmp_path, 45.0)
     assert cfg.train.ema_decay == QUICKSTART_EMA_DECAY and scored_weights(cfg) == "ema"

@@ -1,6 +1,6 @@
 """The quickstart's recipe: the preset, a time budget, the Ding oversampling, user overrides last."""
 from tf_nmt.config import preset
-from tf_nmt.quickstart import QUICKSTART_OVERSAMPLE, quickstart_config
+from tf_nmt.commands.quickstart import QUICKSTART_OVERSAMPLE, quickstart_config
 
 
 def test_the_recipe_up_weights_ding_and_budgets_time(tmp_path):

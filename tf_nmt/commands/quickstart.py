@@ -18,15 +18,14 @@ from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_EMA_DECAY, QUICKS
                            QUICKSTART_PRECISIONS, Config, load_config, preset)
 from tf_nmt.config_usage import check_given
 from tf_nmt.errors import UsageError
-from tf_nmt.data.corpus import prepare_corpus
-from tf_nmt.data.vocabulary import ensure_vocab
-from tf_nmt.evaluation.evaluate import evaluate_run
-from tf_nmt.export import record_exported_weights
-from tf_nmt.export.saved_model import directory_bytes, export_saved_model
-from tf_nmt.run_dir import RunDir, RunDirError, load_trained_model
-from tf_nmt.training.checkpoints import average_checkpoints, list_checkpoints
+from tf_nmt.commands.average import average
+from tf_nmt.commands.evaluate import evaluate
+from tf_nmt.commands.prepare import prepare_builtin
+from tf_nmt.commands.export import export_saved_model
+from tf_nmt.commands.train import train
+from tf_nmt.export.saved_model import directory_bytes
+from tf_nmt.run_dir import RunDir, RunDirError, default_weights
 from tf_nmt.training.autotune import fastest_precision
-from tf_nmt.training.trainer import train
 from tf_nmt.utils import machine
 from tf_nmt.utils.io import write_json_atomic
 
@@ -44,19 +43,14 @@ SAMPLE_SENTENCES = ["Open the file.", "Click the OK button to close the dialog."
                     "I don't know what you mean.", "The table has three columns."]
 
 
-def average_last_checkpoints(run_dir: Path, k: int, weights: str = "raw") -> Dict[str, Any]:
-    """Average the ``weights`` (``raw`` or ``ema``) of the run's last ``k`` checkpoints (or as
-    many as it saved) into ``run_dir/averaged``, which holds them as its model weights;
-    ``checkpoint`` is None when there is one checkpoint to use alone."""
-    run = RunDir(run_dir)
-    prefixes = list_checkpoints(run.checkpoints)[-k:]
-    if len(prefixes) < 2:
-        return {"checkpoint": None, "prefixes": prefixes}
-    model, _, _ = load_trained_model(run_dir)
-    checkpoint = average_checkpoints(model, prefixes, run.root / "averaged", weights=weights)
-    print(f"averaged the {weights} weights of the last {len(prefixes)} checkpoints "
-          f"({', '.join(Path(p).name for p in prefixes)}) into {checkpoint}")
-    return {"checkpoint": checkpoint, "prefixes": prefixes}
+def average_last_checkpoints(run_dir: Path, k: int, weights: Optional[str] = None
+                             ) -> Dict[str, Any]:
+    """Average the ``weights`` (``raw``, ``ema``, or None: the EMA where every checkpoint holds
+    one) of the run's last ``k`` checkpoints (or as many as it saved) into ``run_dir/averaged``,
+    which holds them as its model weights; ``checkpoint`` is None when there is one checkpoint
+    to use alone (:func:`tf_nmt.commands.average.average`)."""
+    done = average(Path(run_dir), k, Path(run_dir) / "averaged", weights=weights, at_most=True)
+    return {"checkpoint": done.checkpoint, "prefixes": done.prefixes, "weights": done.weights}
 
 
 def serve_in_fresh_process(export_dir: Path, texts: List[str]) -> List[str]:
@@ -139,9 +133,10 @@ def quickstart_config(data_dir: Path, minutes: float, overrides: Optional[List[s
 
 
 def scored_weights(cfg: Config) -> str:
-    """The weights the quickstart scores and exports: ``ema`` where the run keeps an EMA
-    (``train.ema_decay`` > 0), else ``raw``."""
-    return "ema" if cfg.train.ema_decay > 0 else "raw"
+    """The weights the quickstart will score and export, known before it trains (for the
+    default of ``--average-last``): :func:`tf_nmt.run_dir.default_weights` of a run that keeps
+    an EMA (``train.ema_decay`` > 0)."""
+    return default_weights(cfg.train.ema_decay > 0)
 
 
 def sets(overrides: Optional[List[str]], dotted: str) -> bool:
@@ -190,8 +185,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
     run_dir = new_run_dir(run_dir, fresh)
     results_path = Path(results_path) if results_path else Path(run_dir) / RECORD_NAME
     t0 = time.perf_counter()
-    stats = prepare_corpus(Path(data_dir), debs_dir=debs_dir)
-    ensure_vocab(Path(data_dir), cfg.data.vocab_size)
+    stats = prepare_builtin(Path(data_dir), vocab_size=cfg.data.vocab_size, debs_dir=debs_dir)
     prepare_seconds = time.perf_counter() - t0
     probe: Optional[Dict[str, Any]] = None
     if not precision_set:  # else the user's --set decides
@@ -205,22 +199,17 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
     cpu0 = time.process_time()  # every thread of this process: training's cores busy
     result = train(cfg, Path(run_dir))
     train_cpu_seconds = time.process_time() - cpu0
-    last = evaluate_run(Path(run_dir), split="test")  # the raw weights, for comparison
+    last = evaluate(Path(run_dir), split="test", weights="raw")  # the raw weights, to compare
     averaged = average_last_checkpoints(Path(run_dir), average_last, weights)
     # an averaged checkpoint holds the averaged weights (raw or EMA) as its model weights
-    load_as = "raw" if averaged["checkpoint"] else weights
-    report = (last if (averaged["checkpoint"], weights) == (None, "raw") else
-              evaluate_run(Path(run_dir), split="test", checkpoint=averaged["checkpoint"],
-                           weights=load_as))
-
-    model, tokenizer, cfg = load_trained_model(Path(run_dir), averaged["checkpoint"], load_as)
+    scored = dict(checkpoint=averaged["checkpoint"],
+                  weights="raw" if averaged["checkpoint"] else weights)
+    report = (last if scored == dict(checkpoint=None, weights="raw") else
+              evaluate(Path(run_dir), split="test", **scored))
     if Path(export_dir).exists():
         print(f"replacing the previous quickstart export in {export_dir}")
-    languages = RunDir(Path(run_dir)).languages()
-    export_saved_model(model, tokenizer, Path(export_dir), cfg.decode.beam_size,
-                       cfg.decode.length_penalty, overwrite=True, languages=languages)
-    record_exported_weights(export_dir, weights, run_dir, averaged["checkpoint"], languages,
-                            averaged=averaged["prefixes"])
+    export_saved_model(Path(run_dir), Path(export_dir), overwrite=True,
+                       averaged=averaged["prefixes"], **scored)
     served = serve_in_fresh_process(Path(export_dir), SAMPLE_SENTENCES)
     for en, de in zip(SAMPLE_SENTENCES, served):
         print(f"  {en}  →  {de}")
@@ -249,7 +238,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
         "precision": {"mixed_precision": cfg.train.mixed_precision, "asked": precision,
                       "probe": probe},
         "model": {"kind": cfg.model.kind, "hparams": cfg.model.hparams,
-                  "parameters": result.num_parameters, "vocab_size": tokenizer.vocab_size},
+                  "parameters": result.num_parameters, "vocab_size": RunDir(Path(run_dir)).vocabularies().target.vocab_size},
         "training": {"steps": result.final_step, "minutes": round(result.wall_seconds / 60, 2),
                      "oversample": cfg.data.oversample,
                      # what ended training: the budget (0: none)

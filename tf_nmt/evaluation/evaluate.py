@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
-from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
-from tf_nmt.data.vocabulary import load_split
+from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
+from tf_nmt.data.data_dir import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf, tokenizer_for
-from tf_nmt.evaluation.translate import make_translate_fn, translate_texts
+from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 from tf_nmt.models.activation_quant import inference_engine, use_engine
-from tf_nmt.run_dir import RunDir, load_trained_model
+from tf_nmt.run_dir import RunDir, load_run
 from tf_nmt.utils.io import write_bytes_atomic
 
 
@@ -19,14 +19,16 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
                  data_dir: Optional[Path] = None, beam_size: Optional[int] = None,
                  length_penalty: Optional[float] = None, limit: int = 0,
                  log: Callable[[str], None] = print, engine: str = "emulated",
-                 weights: str = "raw") -> Dict[str, Any]:
+                 weights: Optional[str] = None) -> Dict[str, Any]:
     """BLEU of the run's model on ``split`` of ``data_dir`` (default: the run's), which must
     hold the run's languages and vocabulary (hypotheses written to ``run_dir/<split>.hyp.<tgt>``;
     BLEU tokenised for the target language, :func:`tf_nmt.evaluation.bleu.tokenizer_for`);
     ``engine`` runs its quantised matmuls (:data:`tf_nmt.models.activation_quant.ENGINES`, e.g.
-    ``"lowprec"``: the log-space kernels); ``weights``: ``"raw"`` or ``"ema"`` (the run's
-    moving average, ``train.ema_decay``), recorded in the report."""
-    model, tokenizer, cfg = load_trained_model(run_dir, checkpoint, weights)
+    ``"lowprec"``: the log-space kernels); ``weights``: ``"raw"``, ``"ema"`` (the run's
+    moving average, ``train.ema_decay``) or None (:func:`tf_nmt.run_dir.choose_weights`: the
+    EMA where the checkpoint holds one), recorded in the report with the checkpoint."""
+    loaded = load_run(run_dir, checkpoint, weights)
+    model, tokenizer, cfg, weights = loaded.model, loaded.tokenizer, loaded.cfg, loaded.weights
     matmuls = inference_engine(model, engine)
     prepared = read_prepared(Path(data_dir or cfg.data.data_dir))
     check_data_matches_run(prepared, RunDir(Path(run_dir)), tokenizer)
@@ -58,7 +60,7 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     return {"split": split, "sentences": len(pairs), "bleu": bleu.score, "bleu_text": bleu.text,
             "signature": bleu.signature, "chrf": chrf.score, "copy_baseline_bleu": baseline.score,
             "beam_size": beam, "length_penalty": alpha, "translate_seconds": seconds,
-            "matmul_engine": matmuls.name, "weights": weights,
+            "matmul_engine": matmuls.name, "weights": weights, "checkpoint": loaded.checkpoint,
             "languages": list(prepared.languages), "bleu_tokenize": tokenize,
             "bleu_tokenize_fallback": fallback,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
@@ -68,13 +70,13 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
 def check_data_matches_run(prepared: PreparedData, run: RunDir, tokenizer: Tokenizers) -> None:
     """DataError when ``prepared`` holds another language pair than the run was trained on, or
     (an own corpus) other vocabularies than the run's (``tokenizer``: the shared one, or the
-    run's separate :class:`Vocabularies`), or the other vocabulary mode (shared or separate)."""
+    run's separate :class:`TokenizerPair`), or the other vocabulary mode (shared or separate)."""
     trained = run.languages()
     if prepared.languages != trained:
         raise DataError(f"{prepared.root} holds {'-'.join(prepared.languages)} but the run "
                         f"{run.root} was trained on {'-'.join(trained)}: evaluate it on its "
                         "own data dir (--data-dir)")
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     mode = {True: "one shared vocabulary", False: "separate vocabularies"}
     if prepared.own and prepared.shared_vocab != vocab.shared:
         raise DataError(f"{prepared.root} was prepared with {mode[prepared.shared_vocab]} but "

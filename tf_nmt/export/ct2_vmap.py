@@ -30,8 +30,6 @@ CHUNK = 20_000
 VMAP_BY_DEFAULT = True
 #: Training pairs read at most (the counts settle long before; bounds export time).
 MAX_PAIRS = 1_000_000
-#: The file CTranslate2 reads from a model directory (the converter's name for it).
-VMAP_FILE = "vmap.txt"
 
 
 def cooccurrence(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], source_size: int,
@@ -120,7 +118,7 @@ def training_pairs(data_dir, tokenizer, max_pairs: int = MAX_PAIRS
     """(source ids, target ids) of the first ``max_pairs`` training pairs of a prepared data
     directory: an own corpus's shards (already ids, in file order), else the built-in corpus's
     train text encoded with ``tokenizer`` (the run's SentencePiece model, or its separate
-    :class:`~tf_nmt.data.tokenizer.Vocabularies`)."""
+    :class:`~tf_nmt.data.tokenizer.TokenizerPair`)."""
     from tf_nmt.data.prepared import read_prepared
 
     prepared = read_prepared(data_dir)
@@ -130,7 +128,7 @@ def training_pairs(data_dir, tokenizer, max_pairs: int = MAX_PAIRS
         stream = read_pairs(prepared.shard_paths(), shuffle=False).take(max_pairs)
         yield from stream.as_numpy_iterator()
         return
-    from tf_nmt.data.vocabulary import load_split
+    from tf_nmt.data.data_dir import load_split
 
     source = getattr(tokenizer, "source", tokenizer)
     target = getattr(tokenizer, "target", tokenizer)

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.tokenizer import Tokenizers
-from tf_nmt.evaluation.translate import translate_graph
-from tf_nmt.export import SERVING_CHUNK_SIZE
+from tf_nmt.inference.serving_graph import translate_graph
+from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
 from tf_nmt.export.saved_model import (attach_tokenizers, directory_bytes, language_pair_function,
                                        save_translator)
@@ -119,14 +119,16 @@ class PackedTranslator(tf.Module):
 def export_packed_saved_model(model: keras.Model, tokenizer: Tokenizers, packed: PackedModel,
                               export_dir: Path, beam_size: int = 4, length_penalty: float = 0.6,
                               overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
-                              languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:
+                              languages: Sequence[str] = BUILTIN_LANGUAGES,
+                              record: Optional[Mapping[str, Any]] = None) -> Path:
     """Write the packed-weight SavedModel (staged, renamed into place, never silently replaced);
-    ``languages``: the run's (source, target), returned by the export's ``languages()``."""
+    ``languages``: the run's (source, target), returned by the export's ``languages()``;
+    ``record``: what it holds (:func:`tf_nmt.export.saved_model.export_record`)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     translator = PackedTranslator(model, tokenizer, packed, beam_size, length_penalty,
                                   chunk_size=chunk_size, languages=languages)
-    return save_translator(translator, export_dir, overwrite)
+    return save_translator(translator, export_dir, overwrite, record)
 
 
 def variables_bytes(export_dir: Path) -> int:

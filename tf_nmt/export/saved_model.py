@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES
-from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
-from tf_nmt.evaluation.translate import make_translate_fn
-from tf_nmt.export import SERVING_CHUNK_SIZE
+from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
+from tf_nmt.inference.serving_graph import make_translate_fn
+from tf_nmt.inference.formats import EXPORT_WEIGHTS_RECORD, SERVING_CHUNK_SIZE
 from tf_nmt.models.activation_quant import use_engine
-from tf_nmt.utils.io import replace_directory_atomically, staging_directory
+from tf_nmt.utils.io import replace_directory_atomically, staging_directory, write_json_atomic
 
 
 def language_pair_function(languages: Sequence[str]):
@@ -70,7 +70,7 @@ def attach_tokenizers(module: tf.Module, tokenizer: Tokenizers) -> None:
     """Keep the tokenizer(s) on the exported ``module`` (their models become part of the
     SavedModel): ``tokenizer`` (the target's, or the shared one) and, with separate
     vocabularies, ``source_tokenizer``."""
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     module.tokenizer = vocab.target
     if not vocab.shared:
         module.source_tokenizer = vocab.source
@@ -81,9 +81,12 @@ def directory_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = False) -> Path:
+def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = False,
+                    record: Optional[Mapping[str, Any]] = None) -> Path:
     """Save ``translator`` (its ``serve`` function as ``serving_default``) to a temporary sibling
-    directory and rename it into place; an existing export is replaced only with ``overwrite``."""
+    directory and rename it into place; an existing export is replaced only with ``overwrite``.
+    ``record``: what the export holds (weights, run, checkpoint, languages...), written inside
+    it as :data:`~tf_nmt.inference.formats.EXPORT_WEIGHTS_RECORD` before the rename."""
     export_dir = Path(export_dir)
     if export_dir.exists() and not overwrite:
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
@@ -93,6 +96,8 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
         with use_engine("emulated-stock"):  # stock ops only: loads without the tf_nmt op library
             tf.saved_model.save(translator, str(staged / "model"),
                                 signatures={"serving_default": translator.serve})
+        if record is not None:
+            write_json_atomic(staged / "model" / EXPORT_WEIGHTS_RECORD, dict(record))
         replace_directory_atomically(staged / "model", export_dir, overwrite)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
@@ -102,12 +107,22 @@ def save_translator(translator: tf.Module, export_dir: Path, overwrite: bool = F
 def export_saved_model(model: keras.Model, tokenizer: Tokenizers, export_dir: Path,
                        beam_size: int = 4, length_penalty: float = 0.6,
                        overwrite: bool = False, chunk_size: int = SERVING_CHUNK_SIZE,
-                       languages: Sequence[str] = BUILTIN_LANGUAGES) -> Path:
+                       languages: Sequence[str] = BUILTIN_LANGUAGES,
+                       record: Optional[Mapping[str, Any]] = None) -> Path:
     """Write a SavedModel with a ``serving_default`` signature ``texts -> translations``
     (``chunk_size``: each request decoded in length-sorted chunks of that many sentences, 0: whole;
-    ``languages``: the run's (source, target), returned by the export's ``languages()``)."""
+    ``languages``: the run's (source, target), returned by the export's ``languages()``;
+    ``record``: the weights it holds and where they come from, see :func:`export_record`)."""
     if Path(export_dir).exists() and not overwrite:  # refuse before building anything
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
     return save_translator(Translator(model, tokenizer, beam_size, length_penalty,
                                       chunk_size=chunk_size, languages=languages),
-                           export_dir, overwrite)
+                           export_dir, overwrite, record)
+
+
+def export_record(weights: Optional[str], run_dir: Optional[Path], checkpoint: Optional[str],
+                  languages: Sequence[str], **extra: Any) -> Dict[str, Any]:
+    """An export's :data:`~tf_nmt.inference.formats.EXPORT_WEIGHTS_RECORD`: which weights
+    (raw or EMA) of which run and checkpoint, in which languages (``extra``: more keys)."""
+    return {"weights": weights, "run_dir": None if run_dir is None else str(run_dir),
+            "checkpoint": checkpoint, "languages": list(languages), **extra}

@@ -1,6 +1,6 @@
 """Translation of raw strings, in-graph: tokenize → beam search → detokenize. ``tokenizer`` is a
 shared :class:`~tf_nmt.data.tokenizer.SubwordTokenizer` or separate
-:class:`~tf_nmt.data.tokenizer.Vocabularies` (the source model tokenizes, the target's detokenizes).
+:class:`~tf_nmt.data.tokenizer.TokenizerPair` (the source model tokenizes, the target's detokenizes).
 
 The same graph function is used for evaluation and inside the exported SavedModel, so the BLEU
 reported by ``tf-nmt evaluate`` is the BLEU of what is served.

@@ -26,6 +26,7 @@ from tf_nmt.distributed.context import DistContext
 from tf_nmt.distributed.sync import chief_value
 from tf_nmt.errors import UserError
 from tf_nmt.models.ema import restore_ema_weights
+from tf_nmt.run_dir import checkpoints_weights
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory
 
 RANK_DIR = "rank-{rank}"  # a rank's own checkpoints, inside the run's checkpoints/ directory
@@ -140,10 +141,11 @@ def list_checkpoints(directory: Path) -> List[str]:
 
 
 def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Path,
-                        overwrite: bool = False, weights: str = "raw") -> str:
+                        overwrite: bool = False, weights: Optional[str] = None) -> str:
     """Average the model weights of ``prefixes`` into a new checkpoint under ``output_dir``
     (``weights="ema"``: their moving averages, ``train.ema_decay``, written as the new
-    checkpoint's model weights; ``averaged.json`` records which).
+    checkpoint's model weights; None: :func:`tf_nmt.run_dir.checkpoints_weights`, the EMA where
+    every checkpoint holds one; ``averaged.json`` records which).
 
     ``model`` must already be built with the same architecture. The result is written to a
     temporary directory that is renamed into place, and an existing ``output_dir`` is only
@@ -151,6 +153,7 @@ def average_checkpoints(model: keras.Model, prefixes: List[str], output_dir: Pat
     """
     if not prefixes:
         raise ValueError("no checkpoints to average")
+    weights = checkpoints_weights(prefixes, weights)
     output_dir = Path(output_dir)
     if output_dir.exists() and not overwrite:
         raise FileExistsError(f"{output_dir} exists; pass --overwrite to replace it")

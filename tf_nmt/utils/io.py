@@ -22,8 +22,19 @@ from typing import Any, Mapping, Union
 PathLike = Union[str, Path]
 
 
+def fsync_directory(path: PathLike) -> None:
+    """fsync the directory ``path``, so that a rename or a new entry in it survives a power
+    loss (a rename alone is durable only once its directory is synced)."""
+    fd = os.open(str(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_bytes_atomic(path: PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync and rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync, rename and
+    fsync the directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -33,6 +44,7 @@ def write_bytes_atomic(path: PathLike, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        fsync_directory(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -161,15 +173,34 @@ def replace_directory_atomically(staged: Path, target: Path, overwrite: bool) ->
     """
     staged, target = Path(staged), Path(target)
     recover_directory(target)
+    fsync_tree(staged)  # the contents are on disk before any name points at them
     if not os.path.lexists(target):
         os.replace(staged, target)
+        fsync_directory(target.parent)
         return
     if not overwrite:
         raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
     if exchange_paths(staged, target):
+        fsync_directory(target.parent)
         shutil.rmtree(staged, ignore_errors=True)  # now the old copy
         return
     old = _sidecar_directory(target, ASIDE_TAG)
     os.replace(target, old / target.name)
     os.replace(staged, target)
+    fsync_directory(target.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def fsync_tree(root: PathLike) -> None:
+    """fsync every file and directory under ``root`` (a finished staged directory)."""
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_directory(folder)
