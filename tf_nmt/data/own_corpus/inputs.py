@@ -1,23 +1,34 @@
 """The user's input files, streamed pair by pair and validated as they are read.
 
 An input is either two line-aligned plain files (source, target) or one ``source<TAB>target``
-file; any of them may be gzip-compressed (recognised by its magic bytes, not its name). Every
-problem is one :class:`OwnCorpusError` naming ``file:line``: invalid UTF-8, line counts that
-differ, a file without text, a TSV row without exactly one TAB. Nothing is held in memory but the
-current line, so a corpus of any size can be read.
+file; any of them may be gzip-, bzip2- or xz-compressed, or zstd-compressed where the
+``zstandard`` package is installed (recognised by its magic bytes, not its name). Every problem is
+one :class:`OwnCorpusError` naming ``file:line``: invalid UTF-8, compressed data that does not
+decompress (the line where reading stopped), line counts that differ, a file without text, a TSV
+row without exactly one TAB. Nothing is held in memory but the current line, so a corpus of any
+size can be read.
 """
 from __future__ import annotations
 
+import bz2
 import gzip
+import io
 import itertools
+import lzma
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import OwnCorpusError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# bzip2: "BZh", the block size 1-9, then a block's or the end's 48-bit magic (pi or sqrt(pi)), so
+# a text file that starts with "BZh" is not taken for one.
+BZIP2_MAGIC = (b"BZh", b"123456789", (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90"))
+XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 Pair = Tuple[str, str]
 
 
@@ -66,22 +77,103 @@ def fingerprint(sources: Sequence[Source]) -> List[Dict[str, object]]:
     return described
 
 
+def compression(head: bytes) -> Optional[str]:
+    """The compression ``head`` (a file's first 10 bytes) starts: gzip, bzip2, xz, zstd or None."""
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    name, sizes, blocks = BZIP2_MAGIC
+    if head.startswith(name) and head[3:4] and head[3:4] in sizes and head[4:10] in blocks:
+        return "bzip2"
+    if head.startswith(XZ_MAGIC):
+        return "xz"
+    return "zstd" if head.startswith(ZSTD_MAGIC) else None
+
+
+class _ZstdStream(io.RawIOBase):
+    """The zstd frames of ``raw``, one after another, decompressed. A file that ends inside a
+    frame is an error (zstandard's own stream_reader ends there without one)."""
+
+    def __init__(self, raw: BinaryIO, zstandard: Any) -> None:
+        super().__init__()
+        self._raw, self._zstd = raw, zstandard
+        self._frame: Any = None
+        self._out, self._at = b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at == len(self._out):
+            chunk = self._frame.unused_data if self._frame is not None and self._frame.eof else b""
+            chunk = chunk or self._raw.read(1 << 16)
+            if self._frame is None or self._frame.eof:
+                if not chunk:
+                    return 0  # the end, after a whole frame
+                self._frame = self._zstd.ZstdDecompressor().decompressobj()
+            elif not chunk:
+                raise self._zstd.ZstdError("truncated: the file ends inside a frame")
+            self._out, self._at = self._frame.decompress(chunk), 0
+        n = min(len(buffer), len(self._out) - self._at)
+        buffer[:n] = memoryview(self._out)[self._at:self._at + n]
+        self._at += n
+        return n
+
+
+def _zstd_reader(path: Path, raw: BinaryIO) -> BinaryIO:
+    try:
+        import zstandard  # optional: not a dependency of tf-nmt
+    except ImportError:
+        raise OwnCorpusError(f"{path} is zstd-compressed; install zstandard or decompress it "
+                             "(zstd -d)") from None
+    return io.BufferedReader(_ZstdStream(raw, zstandard), 1 << 16)  # type: ignore[return-value]
+
+
+def _errors() -> tuple:
+    """What a corrupt or truncated compressed stream raises while it is read."""
+    errors: tuple = (OSError, EOFError, zlib.error, lzma.LZMAError)
+    try:
+        import zstandard
+    except ImportError:
+        return errors
+    return errors + (zstandard.ZstdError,)
+
+
 class _Lines:
-    """The raw lines of one file (plain or gzip) and how many compressed bytes were read."""
+    """The raw lines of one file (plain, gzip, bzip2, xz or zstd) and how many of its bytes were
+    read."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._raw: BinaryIO = open(path, "rb")
-        magic = self._raw.read(2)
-        self._raw.seek(0)
-        self._handle: BinaryIO = (gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore
-                                  if magic == GZIP_MAGIC else self._raw)
+        try:
+            self.compression = compression(self._raw.read(10))
+            self._raw.seek(0)
+            self._handle: BinaryIO = self._open()
+        except BaseException:
+            self._raw.close()
+            raise
+
+    def _open(self) -> BinaryIO:
+        if self.compression == "gzip":
+            return gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[return-value]
+        if self.compression == "bzip2":
+            return bz2.BZ2File(self._raw)  # type: ignore[return-value]
+        if self.compression == "xz":
+            return lzma.LZMAFile(self._raw)  # type: ignore[return-value]
+        if self.compression == "zstd":
+            return _zstd_reader(self.path, self._raw)
+        return self._raw
 
     def __iter__(self) -> Iterator[bytes]:
+        read = 0
         try:
-            yield from self._handle
-        except (OSError, EOFError) as err:  # a corrupt or truncated .gz
-            raise OwnCorpusError(f"{self.path}: unreadable ({err})") from None
+            for read, line in enumerate(self._handle, 1):
+                yield line
+        except _errors() as err:  # corrupt or truncated compressed data (a disk error if plain)
+            kind = self.compression
+            what = f"corrupt {kind} data ({err}); test the file with `{kind} -t`" if kind else \
+                f"unreadable ({err})"
+            raise OwnCorpusError(f"{self.path}:{read + 1}: {what}") from None
 
     def position(self) -> int:
         return self._raw.tell()
@@ -147,7 +239,11 @@ class PairReader:
         src_path, tgt_path = self.source.src, self.source.tgt
         assert tgt_path is not None
         src_lines = self._first = _Lines(src_path)
-        tgt_lines = _Lines(tgt_path)
+        try:
+            tgt_lines = _Lines(tgt_path)
+        except BaseException:
+            src_lines.close()
+            raise
         text = {src_path: False, tgt_path: False}
         number = 0
         try:
