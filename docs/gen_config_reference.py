@@ -105,15 +105,14 @@ def field_help(section_type: type) -> Dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(section_type)}
 
 
-def _valid(f: dataclasses.Field) -> str:
-    """What a key accepts, from its field's ``metadata["range"]`` (of each value, for a mapping)
-    or ``["choices"]``; a boolean's two values; "–" for free text."""
-    if "choices" in f.metadata:
-        return ", ".join(f"`{v}`" for v in f.metadata["choices"].values)
-    if "range" in f.metadata:
-        each = "each value " if isinstance(_default(f), dict) else ""
-        return f"{each}`{_cell(f.metadata['range'])}`"
-    return "`true`, `false`" if isinstance(_default(f), bool) else "–"
+def _valid(valid: Any, default: Any) -> str:
+    """What a key accepts: its :class:`~tf_nmt.config.Range` (of each value, for a mapping) or
+    :class:`~tf_nmt.config.Choices`; a boolean's two values; "–" for free text."""
+    if isinstance(valid, config.Choices):
+        return ", ".join(f"`{v}`" for v in valid.values)
+    if isinstance(valid, config.Range):
+        return f"{'each value ' if isinstance(default, dict) else ''}`{_cell(valid)}`"
+    return "`true`, `false`" if isinstance(default, bool) else "–"
 
 
 def _section_table(name: str, section_type: type) -> List[str]:
@@ -124,7 +123,7 @@ def _section_table(name: str, section_type: type) -> List[str]:
             raise SystemExit(f"tf_nmt/config.py: {section_type.__name__}.{f.name} has no "
                              "metadata={'help': ...}")
         lines.append(f"| `{name}.{f.name}` | {_prose(_type(f.type))} | `{_cell(_value(_default(f)))}` "
-                     f"| {_valid(f)} | {_prose(text)} |")
+                     f"| {_valid(config.valid_values(f), _default(f))} | {_prose(text)} |")
     return lines
 
 
@@ -153,11 +152,14 @@ def _hparam_table() -> List[str]:
     missing = [n for n in names if n not in HPARAM_HELP]
     if missing:
         raise SystemExit(f"docs/gen_config_reference.py: HPARAM_HELP has no line for {missing}")
-    lines = ["| key | " + " | ".join(f"`{k}` default" for k in kinds) + " | description |",
-             "|---" * (len(kinds) + 2) + "|"]
+    lines = ["| key | " + " | ".join(f"`{k}` default" for k in kinds) + " | valid | description |",
+             "|---" * (len(kinds) + 3) + "|"]
     for n in names:
         cells = [f"`{_cell(_value(defaults[k][n]))}`" if n in defaults[k] else "–" for k in kinds]
-        lines.append(f"| `model.{n}` | " + " | ".join(cells) + f" | {_prose(HPARAM_HELP[n])} |")
+        default = next(defaults[k][n] for k in kinds if n in defaults[k])
+        valid = _valid(config.MODEL_HPARAMS.get(n), default)
+        lines.append(f"| `model.{n}` | " + " | ".join(cells) + f" | {valid} | "
+                     f"{_prose(HPARAM_HELP[n])} |")
     return lines
 
 

@@ -28,15 +28,23 @@ class Range:
     """The valid values of a numeric key, declared beside its field (``metadata={"range": ...}``)
     and checked whenever a config is loaded: ``lo``..``hi`` (None: unbounded), each end included
     unless ``lo_open``/``hi_open``, always finite; ``off``: one more value, outside that, which
-    turns the feature off (e.g. 0). For a mapping key, every value of the mapping."""
+    turns the feature off (e.g. 0); ``integer``: whole numbers only (for values no field type
+    coerces: a mapping's, a model hyper-parameter's); ``null``: None too ("take the default"). For
+    a mapping key, every value of the mapping."""
 
     lo: Optional[float] = None
     hi: Optional[float] = None
     lo_open: bool = False
     hi_open: bool = False
     off: Optional[float] = None
+    integer: bool = False
+    null: bool = False
 
-    def __contains__(self, value: float) -> bool:
+    def __contains__(self, value: Any) -> bool:
+        if value is None:
+            return self.null
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)):
+            return False
         if self.off is not None and value == self.off:
             return True
         if not math.isfinite(value):
@@ -55,7 +63,9 @@ class Range:
             text = f"{'<' if self.hi_open else '<='} {self.hi}"
         else:
             text = "finite"
-        return text if self.off is None else f"{self.off} (off) or {text}"
+        text = f"an integer {text}" if self.integer else text
+        text = text if self.off is None else f"{self.off} (off) or {text}"
+        return f"null or {text}" if self.null else text
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,24 @@ class Choices:
 
 SEED = Range(0, 2**32 - 1)  # what NumPy's seeding takes
 KERNELS = Choices(("auto", "fused", "tf"), "kernel")  # tf_nmt.models.kernels.KERNEL_SETTINGS
+
+# The valid values of the model hyper-parameters (``model.NAME`` keys; their defaults are the
+# models' TRANSFORMER_DEFAULTS and GNMT_DEFAULTS, which name is valid for which kind is checked by
+# tf_nmt.models.check_model_config). Every numeric or enumerated one has its line here.
+MODEL_HPARAMS: Dict[str, Any] = {
+    "num_layers": Range(1, integer=True),
+    "num_encoder_layers": Range(1, integer=True, null=True),  # null: num_layers
+    "num_decoder_layers": Range(1, integer=True, null=True),
+    "d_model": Range(1, integer=True),
+    "num_heads": Range(1, integer=True),
+    "ff_dim": Range(1, integer=True),
+    "dropout": Range(0, 1, hi_open=True),
+    "attention_dropout": Range(0, 1, hi_open=True),
+    "norm": Choices(("pre", "post"), "norm"),
+    "units": Range(1, integer=True),
+    "embedding_dim": Range(1, integer=True, null=True),  # null: units
+    "attention": Choices(("luong", "bahdanau"), "attention"),
+}
 
 
 # The gradient-communication modes ``train.comm`` accepts (tf_nmt.distributed.comm): Horovod with
@@ -123,7 +151,7 @@ class DataConfig:
     # Repeat the train pairs of a source K times ({source: K}, sources as in train.meta.tsv,
     # e.g. {ding: 3}): up-weights a domain (tf_nmt.data.weighting). Empty: every pair once.
     oversample: Dict[str, int] = field(default_factory=dict, metadata={
-        "range": Range(1),
+        "range": Range(1, integer=True),
         "help": "repeat the train pairs of a source K times, {source: K} with sources as in "
                 "train.meta.tsv (e.g. {ding: 3}) to up-weight a domain; empty: every pair once"})
 
@@ -458,23 +486,21 @@ def _coerce(section: str, key: str, value: Any, target: Any) -> Any:
     raise ConfigError(f"{section}.{key}: expected {type(target).__name__}, got {value!r}")
 
 
-def _check_value(section: str, key: str, value: Any, spec: dataclasses.Field) -> None:
-    """ConfigError unless ``value`` lies in the range, or among the choices, that ``spec`` (the
-    key's field) declares; a mapping key's range applies to each of its values."""
-    dotted = f"{section}.{key}"
-    choices = spec.metadata.get("choices")
-    if choices is not None and value not in choices.values:
-        raise ConfigError(f"{dotted}: {_unknown(choices.what, value, list(choices.values))}")
-    valid = spec.metadata.get("range")
-    if valid is None:
-        return
-    for name, number in (value.items() if isinstance(value, dict) else [(None, value)]):
-        where = dotted if name is None else f"{dotted}[{name!r}]"
-        integer = isinstance(value, dict)  # a mapping's values are counts; a field is coerced
-        if (isinstance(number, bool) or not isinstance(number, int if integer else (int, float))
-                or number not in valid):
-            raise ConfigError(f"{where}={number!r} is out of range (valid: "
-                              f"{'integers ' if integer else ''}{valid})")
+def _check_value(dotted: str, value: Any, valid: Any) -> None:
+    """ConfigError unless ``value`` lies in ``valid``: a :class:`Range` (of each value, for a
+    mapping), :class:`Choices`, or None (anything)."""
+    if isinstance(valid, Choices) and value not in valid.values:
+        raise ConfigError(f"{dotted}: {_unknown(valid.what, str(value), list(valid.values))}")
+    if isinstance(valid, Range):
+        for name, number in (value.items() if isinstance(value, dict) else [(None, value)]):
+            if number not in valid:
+                where = dotted if name is None else f"{dotted}[{name!r}]"
+                raise ConfigError(f"{where}={number!r} is out of range (valid: {valid})")
+
+
+def valid_values(spec: dataclasses.Field) -> Any:
+    """The :class:`Range` or :class:`Choices` a config field declares (None: any value)."""
+    return spec.metadata.get("range", spec.metadata.get("choices"))
 
 
 def _parse_scalar(text: str) -> Any:
@@ -517,7 +543,9 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
         names = list(specs)
         for key, value in values.items():
             if section == "model" and key not in names:
-                obj.hparams[key] = value  # model hyper-parameters are validated by build_model
+                # The name is checked against the kind's by build_model; the value here.
+                _check_value(f"model.{key}", value, MODEL_HPARAMS.get(key))
+                obj.hparams[key] = value
                 cfg.mark_given(f"{section}.{key}", origin)
                 continue
             if key not in names:
@@ -525,7 +553,10 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
                     continue
                 raise _unknown(f"key in [{section}]", key, names)
             coerced = _coerce(section, key, value, getattr(obj, key))
-            _check_value(section, key, coerced, specs[key])
+            _check_value(f"{section}.{key}", coerced, valid_values(specs[key]))
+            if section == "model" and key == "hparams":  # as a saved config.yaml holds them
+                for name, hparam in coerced.items():
+                    _check_value(f"model.{name}", hparam, MODEL_HPARAMS.get(name))
             setattr(obj, key, coerced)
             # A file that spells out a default (e.g. a run's saved config.yaml, copied to start a
             # new run) gives nothing: only its keys that differ from the default count as given.
