@@ -7,6 +7,9 @@ replacement, built only on ``horovod.tensorflow`` collectives and the public Ker
 
 * :class:`DistributedOptimizer` — wraps a Keras 3 optimizer; gradients are averaged over the
   ranks before each update (optionally every ``backward_passes_per_step`` batches);
+* :class:`LossScaleOptimizer` — Keras 3's dynamic loss scaling for ``mixed_float16``, with an
+  overflow check that agrees on every rank (one scalar allreduce), so ranks skip the same steps
+  and keep equal loss scales; put it around the :class:`DistributedOptimizer`;
 * :class:`BroadcastInitialState`, :class:`MetricAverage`, :class:`LearningRateWarmup` —
   callbacks for ``model.fit``.
 
@@ -27,7 +30,8 @@ Importing this package imports TensorFlow, Keras 3 and ``horovod.tensorflow`` (n
 """
 from horovod_patches.keras3.callbacks import (BroadcastInitialState, LearningRateWarmup,
                                               MetricAverage, broadcast_state)
+from horovod_patches.keras3.loss_scale import LossScaleOptimizer
 from horovod_patches.keras3.optimizer import DistributedOptimizer
 
-__all__ = ["DistributedOptimizer", "BroadcastInitialState", "MetricAverage",
+__all__ = ["DistributedOptimizer", "LossScaleOptimizer", "BroadcastInitialState", "MetricAverage",
            "LearningRateWarmup", "broadcast_state"]

@@ -12,9 +12,16 @@ mean over the whole batch): ~1e-7 relative per step. A run that does not average
 
 ``KERAS3_HVD_PLANT=1`` plants the trap (the "average" scenario trains with the plain optimizer);
 then ``test_ranks_identical_and_match_one_process`` fails.
+
+Mixed precision has its own launch (workers/keras3_precision.py): float16 loss scaling with an
+overflow planted on rank 1 only, and bfloat16. ``KERAS3_FP16_PLANT=stock`` gives the ranks Keras
+3's own per-rank overflow check (the deadlock this guards: the launch does not finish, or ends
+with the ranks apart); ``KERAS3_FP16_PLANT=nocount`` stops tf-nmt's loss scale counting a
+skipped batch in ``iterations``.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +30,7 @@ import numpy as np
 import pytest
 
 from tests.parallel import launch
+from tests.parallel.workers.keras3_precision import OVERFLOW_AT, PLANT_VAR, STEPS
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow]
 
@@ -171,3 +179,110 @@ def test_example_script_trains(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "ranks=2" in proc.stdout and "updates=8" in proc.stdout, proc.stdout[-2000:]
     assert (tmp_path / "model.keras").is_file()
+
+
+# --- mixed precision ---------------------------------------------------------------------------
+PRECISION_TIMEOUT_S = 240  # the launch takes ~25 s alone; a deadlocked one never ends
+FP16 = ("fp16_user", "fp16_accumulate", "fp16_tfnmt")
+BF16 = ("bf16_user", "bf16_tfnmt")
+
+
+@pytest.fixture(scope="module")
+def precision_runs(tmp_path_factory):
+    """One ``horovodrun -np 2`` of workers/keras3_precision.py, ended with its ranks if it has
+    not finished after PRECISION_TIMEOUT_S. (With the defect planted the ranks wait on each
+    other idle, and Horovod's stall check reports nothing: only a timeout ends it.)"""
+    out = tmp_path_factory.mktemp("keras3_precision")
+    env = keras3_env()
+    env["TF_NMT_KERAS"] = "3"
+    if os.environ.get(PLANT_VAR):
+        env[PLANT_VAR] = os.environ[PLANT_VAR]
+    cmd = [str(Path(sys.executable).parent / "horovodrun"), "-np", "2", "-H", "localhost:2",
+           "--gloo", sys.executable, str(launch.WORKERS / "keras3_precision.py"),
+           "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=launch.REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=PRECISION_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # horovodrun ends its ranks
+        try:
+            output, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"deadlock: the job had not ended after {PRECISION_TIMEOUT_S} s\n"
+                    + output[-3000:])
+    assert proc.returncode == 0, output[-4000:]
+    res = {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)}
+    arrays = {r: dict(np.load(out / f"rank{r}.npz")) for r in (0, 1)}
+    return res, arrays
+
+
+def optimizer_state(arrays, rank, name):
+    """The optimizer's variables but the accumulators (which hold each rank's own gradients
+    until the next update)."""
+    keys = sorted((k for k in arrays[rank] if k.startswith(f"{name}/optimizer/")
+                   and "accumulator" not in k), key=lambda k: int(k.split("/")[2]))
+    assert keys, name
+    return [arrays[rank][k] for k in keys]
+
+
+def assert_ranks_identical(arrays, name):
+    w0, w1 = arrays[0][f"{name}/weights"], arrays[1][f"{name}/weights"]
+    assert np.isfinite(w0).all() and np.isfinite(w1).all()
+    assert np.array_equal(w0, w1), f"{name}: ranks differ by {max_diff([w0], [w1]):.3g}"
+    s0, s1 = optimizer_state(arrays, 0, name), optimizer_state(arrays, 1, name)
+    assert bit_identical(s0, s1), f"{name}: optimizer states differ by {max_diff(s0, s1):.3g}"
+
+
+@pytest.mark.parametrize("name", FP16)
+def test_fp16_overflow_on_one_rank_is_skipped_on_both(precision_runs, name):
+    """Rank 1 alone overflows at batch OVERFLOW_AT: both ranks skip that batch, halve the same
+    loss scale, finish, and end bit-identical."""
+    res, arrays = precision_runs
+    for r in (0, 1):
+        assert res[r][name]["class"] == "horovod_patches.keras3.loss_scale.LossScaleOptimizer"
+        assert res[r][name]["inner_class"] == "DistributedOptimizer"
+        assert res[r][f"{name}_compute_dtype"] == "float16"
+    steps = [res[r][name] for r in (0, 1)]
+    assert steps[0]["scale"] == steps[1]["scale"]
+    assert steps[0]["iterations"] == steps[1]["iterations"]
+    scale = [2.0 ** 15] + steps[0]["scale"]
+    skipped = [i for i in range(len(scale) - 1) if scale[i + 1] == scale[i] / 2]
+    assert OVERFLOW_AT in skipped, steps[0]["scale"]
+    # the overflow was rank 1's alone: rank 0's loss stayed small, rank 1's mean took the boost
+    assert max(steps[0]["loss_mean"]) < 10 and steps[1]["loss_mean"][OVERFLOW_AT] > 1e6
+    iterations = [0] + steps[0]["iterations"]
+    if name == "fp16_user":  # Keras 3's count: applied steps only
+        assert [iterations[i + 1] - iterations[i] for i in range(STEPS)] == \
+            [0 if i in skipped else 1 for i in range(STEPS)]
+    elif name == "fp16_accumulate":  # a skipped batch is no backward pass, on either rank
+        for r in (0, 1):
+            assert res[r][name]["backward_passes"] == 2 * STEPS - len(skipped)
+    else:  # tf-nmt counts every batch, as on Keras 2 (the resumed run's data skip)
+        assert steps[0]["iterations"] == list(range(1, STEPS + 1))
+    assert_ranks_identical(arrays, name)
+
+
+@pytest.mark.parametrize("name", BF16)
+def test_bf16_ranks_identical_without_loss_scaling(precision_runs, name):
+    res, arrays = precision_runs
+    for r in (0, 1):
+        assert res[r][name]["class"] == "horovod_patches.keras3.optimizer.DistributedOptimizer"
+        assert res[r][f"{name}_compute_dtype"] == "bfloat16"
+        assert res[r][name]["iterations"] == list(range(1, STEPS + 1))
+    assert res[0][name]["loss_mean"] != res[1][name]["loss_mean"]  # each rank its own data
+    assert_ranks_identical(arrays, name)
+
+
+def test_fp16_loss_scale_config_and_refusals(precision_runs):
+    """The loss scale deserialises as itself (a saved model restores the agreed check and its
+    settings); a non-Keras-3 optimizer or a second loss scale is refused."""
+    res, _ = precision_runs
+    assert res[0]["restored"] == {
+        "class": "horovod_patches.keras3.loss_scale.LossScaleOptimizer",
+        "inner": "DistributedOptimizer", "count_skipped_steps": True, "initial_scale": 2.0 ** 10}
+    type_error, nested = res[0]["refused"]
+    assert type_error and type_error.startswith("TypeError") and "Keras 3 optimizer" in type_error
+    assert nested and nested.startswith("ValueError") and "already a LossScaleOptimizer" in nested

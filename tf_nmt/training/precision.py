@@ -9,9 +9,11 @@ GPUs (V100 7.0, T4 7.5) have no bfloat16 arithmetic worth using, so there it is
 Wiring (in the trainer's ``build_and_compile``): the policy is chosen once per model,
 ``policy_for_device(cfg.train.mixed_precision)`` unless the caller passes it as a value (the
 quickstart's precision probe builds both policies from one config); it builds the model, and
-``optimizer = wrap_optimizer(optimizer, policy)`` comes after the communication wrapper
-(Horovod's DistributedOptimizer) and before ``model.compile``, so the loss scale is outermost:
-scaled gradients are averaged, then unscaled and checked for overflow.
+``optimizer = wrap_optimizer(optimizer, policy, distributed)`` comes after the communication
+wrapper (Horovod's DistributedOptimizer) and before ``model.compile``, so the loss scale is
+outermost. On Keras 2 the scaled gradients are averaged, then unscaled and checked for overflow.
+On Keras 3 each rank's gradients are checked first, the ranks agree on the answer (one scalar
+allreduce), then they are unscaled and averaged, or the step is skipped on every rank.
 """
 from __future__ import annotations
 
@@ -57,13 +59,25 @@ def needs_loss_scaling(policy: str) -> bool:
     return policy == "mixed_float16"
 
 
-def wrap_optimizer(optimizer, policy: str):
-    """``optimizer`` in a dynamic ``LossScaleOptimizer`` when ``policy`` needs it, else unchanged."""
+def wrap_optimizer(optimizer, policy: str, distributed: bool = False):
+    """``optimizer`` in a dynamic ``LossScaleOptimizer`` when ``policy`` needs it, else unchanged.
+
+    ``distributed`` (several Horovod ranks): on Keras 3 the loss scale is
+    :class:`horovod_patches.keras3.LossScaleOptimizer`, whose overflow check is one answer for all
+    ranks. Keras 3's own checks this rank's gradients before the inner optimizer's allreduce, so
+    a rank that overflowed alone would skip it and deadlock the job. It also counts a skipped step
+    in ``iterations``, as tf_keras does (the resumed run's data skip counts batches). Keras 2's
+    averages the scaled gradients before its check (module docstring), so it needs no change.
+    """
     if not needs_loss_scaling(policy):
         return optimizer
     if KERAS3:  # Keras 3's is always dynamic
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             return optimizer
+        if distributed:
+            from horovod_patches.keras3 import LossScaleOptimizer  # noqa: PLC0415 - needs Horovod
+
+            return LossScaleOptimizer(optimizer, count_skipped_steps=True)
         return keras.optimizers.LossScaleOptimizer(optimizer)
     if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
         return optimizer

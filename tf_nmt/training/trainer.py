@@ -110,9 +110,10 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
                                 else schedules.from_config(t, ctx.size))
     optimizer = comm.wrap_optimizer(optimizer, plan.comm, ctx,
                                     backward_passes_per_step=t.backward_passes_per_step)
-    # Loss scaling (float16 GPUs only) wraps the communication: scaled gradients are averaged,
-    # then unscaled and checked for overflow.
-    optimizer = precision.wrap_optimizer(optimizer, policy)
+    # Loss scaling (float16 GPUs only) wraps the communication. Keras 2: scaled gradients are
+    # averaged, then unscaled and checked for overflow. Keras 3 checks before the inner
+    # optimizer runs, so with several ranks the check is global (all ranks skip or none do).
+    optimizer = precision.wrap_optimizer(optimizer, policy, distributed=ctx.distributed)
     if t.jit_compile and ctx.size > 1:
         raise ConfigError(f"train.jit_compile needs one process, not {ctx.size}: Horovod's "
                           "collectives have no XLA kernels")
