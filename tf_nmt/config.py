@@ -76,9 +76,6 @@ class Choices:
     values: Tuple[str, ...]
     what: str = "value"
 
-    def __str__(self) -> str:
-        return ", ".join(self.values)
-
 
 SEED = Range(0, 2**32 - 1)  # what NumPy's seeding takes
 KERNELS = Choices(("auto", "fused", "tf"), "kernel")  # tf_nmt.models.kernels.KERNEL_SETTINGS
