@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from tf_nmt.compat import tf
 from tf_nmt.config import ConfigError, DataConfig
-from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, Vocabularies
+from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, TokenizerPair
 from tf_nmt.data.weighting import check_oversample
 
 
@@ -31,8 +31,8 @@ class EncodedCorpus:
 def encode_corpus(pairs: Sequence[Tuple[str, str]], tokenizer: Tokenizers,
                   chunk: int = 8192) -> EncodedCorpus:
     """Tokenise all (source, target) pairs once, in chunks to bound memory (each side with its
-    own model when ``tokenizer`` is a separate :class:`Vocabularies`)."""
-    vocab = Vocabularies.of(tokenizer)
+    own model when ``tokenizer`` is a separate :class:`TokenizerPair`)."""
+    vocab = TokenizerPair.of(tokenizer)
     if not pairs:
         raise ValueError("cannot build a dataset from an empty corpus")
     src_parts: List[tf.RaggedTensor] = []

@@ -24,8 +24,8 @@ from tf_nmt.data.prepared import PreparedData, read_prepared
 from tf_nmt.data.streaming import block_pairs, rank_stream
 from tf_nmt.distributed import comm
 from tf_nmt.distributed.sync import chief_value
-from tf_nmt.data.tokenizer import Tokenizers, Vocabularies
-from tf_nmt.data.vocabulary import ensure_vocab, load_split, prepared_vocab, vocab_path
+from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
+from tf_nmt.data.data_dir import ensure_vocab, load_split, prepared_vocab, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt.models import check_model_config
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
@@ -249,7 +249,7 @@ def build_model_for_training(cfg: Config, vocab_size: int, plan: Optional[TrainP
 def load_tokenizer_for_training(cfg: Config, ctx, log: Callable[[str], None],
                                 prepared: Optional[PreparedData] = None) -> Tokenizers:
     """The data dir's vocabulary: an own corpus's from its manifest (the shared tokenizer, or
-    the :class:`Vocabularies` of separate ones; ``cfg.data.vocab_size`` set to its (target)
+    the :class:`TokenizerPair` of separate ones; ``cfg.data.vocab_size`` set to its (target)
     size; a different size given by the user is refused), the built-in corpus's
     learned once; only a single process may learn it (workers would race)."""
     data_dir = Path(cfg.data.data_dir)
@@ -332,7 +332,7 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                                         policy_record, resuming=resuming)
         run.write_meta(runtime.with_runtime(meta, run.read_meta(), record))
 
-    vocab = Vocabularies.of(tokenizer)
+    vocab = TokenizerPair.of(tokenizer)
     model = build_and_compile(cfg, vocab.target.vocab_size, ctx, schedule=schedule, plan=plan,
                               policy=policy, source_vocab_size=vocab.source_vocab_size)
     num_params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
