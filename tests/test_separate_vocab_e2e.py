@@ -24,7 +24,8 @@ def error_line(code, capsys) -> str:
     return err
 
 
-def test_separate_vocab_prepare_train_evaluate_export_translate_and_refusals(tmp_path, capsys):
+def test_separate_vocab_prepare_train_evaluate_export_translate_and_refusals(tmp_path, capsys,
+                                                                             monkeypatch):
     pairs = en_fr_pairs()
     test, train = pairs[:8], pairs[8:]
     files = tmp_path / "files"
@@ -78,7 +79,44 @@ def test_separate_vocab_prepare_train_evaluate_export_translate_and_refusals(tmp
     assert len(quantized.read_text(encoding="utf-8").splitlines()) == len(test)
 
     _ctranslate2_greedy_matches(run, tmp_path / "ct2", [s for s, _ in pairs[:24]])
+    _vocabulary_map_from_the_cli(run, data, source, tmp_path, common, capsys, monkeypatch)
     _other_vocab_mode_is_refused(run, data, tmp_path, common, vocab, settings, capsys)
+
+
+def _vocabulary_map_from_the_cli(run, data, source, tmp_path, common, capsys, monkeypatch):
+    """export --format ctranslate2 --vmap maps source pieces of the source vocabulary to target
+    pieces; after the data dir is prepared again with another vocabulary, it is refused."""
+    pytest.importorskip("ctranslate2")
+    import sentencepiece as spm
+
+    from tf_nmt.export import ct2_vmap
+
+    monkeypatch.setattr(ct2_vmap, "ALWAYS", 20)  # else the tiny vocabulary is all always-on
+    export = tmp_path / "ct2-vmap"
+    assert main(["export", "--format", "ctranslate2", "--run-dir", str(run), "--export-dir",
+                 str(export), "--vmap"]) == 0
+    source_pieces = {p.split("\t")[0] for p in (export / "vmap.txt").read_text().splitlines()}
+    sp = spm.SentencePieceProcessor(model_file=str(run / "source_vocab.model"))
+    known = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
+    assert len(source_pieces) > 10 and source_pieces - {""} <= known
+    out = tmp_path / "vmap.fr"
+    assert main(["translate", "--export-dir", str(export), "--input", str(source), "--output",
+                 str(out)]) == 0
+    assert "vocabulary map on" in capsys.readouterr().err
+    assert len(out.read_text(encoding="utf-8").splitlines()) == len(source.read_text().splitlines())
+    # the same data dir prepared again, with a shared vocabulary: its ids are other pieces
+    import shutil
+
+    kept = tmp_path / "data-kept"
+    shutil.copytree(data, kept)
+    assert main(["prepare-data", "--data-dir", str(data), *common, "--force",
+                 "--vocab-size", "320"]) == 0
+    capsys.readouterr()
+    err = error_line(main(["export", "--format", "ctranslate2", "--run-dir", str(run),
+                           "--export-dir", str(tmp_path / "ct2-stale"), "--vmap"]), capsys)
+    assert "would map other pieces" in err
+    shutil.rmtree(data)
+    kept.rename(data)
 
 
 def _ctranslate2_greedy_matches(run, export_dir, texts):

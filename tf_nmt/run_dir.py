@@ -20,7 +20,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from tf_nmt.compat import ENV_VAR, KERAS_VERSION, keras, tf
 from tf_nmt.config import Config, load_config
-from tf_nmt.data.prepared import BUILTIN_LANGUAGES
+from tf_nmt.data.prepared import BUILTIN_LANGUAGES, DataError, PreparedData
 from tf_nmt.data.tokenizer import SOURCE_TOKENIZER, SubwordTokenizer, Tokenizers, TokenizerPair
 from tf_nmt.errors import UserError
 from tf_nmt.models import build_model
@@ -325,3 +325,27 @@ def load_trained_checkpoint(run_dir: Path, checkpoint: Optional[str] = None,
     """(model, tokenizer, config, checkpoint prefix restored) of :func:`load_run`."""
     run = load_run(run_dir, checkpoint, weights)
     return run.model, run.tokenizer, run.cfg, run.checkpoint
+
+
+def check_data_matches(prepared: PreparedData, run: RunDir, tokenizer: Tokenizers,
+                       advice: str) -> None:
+    """DataError (ending in ``advice``, what to do instead) when ``prepared`` holds another
+    language pair than the run was trained on, or (an own corpus) other vocabularies than the
+    run's (``tokenizer``: the shared one, or the run's separate :class:`TokenizerPair`), or the
+    other vocabulary mode (shared or separate): reading its ids with the run's vocabulary would
+    read other pieces."""
+    trained = run.languages()
+    if prepared.languages != trained:
+        raise DataError(f"{prepared.root} holds {'-'.join(prepared.languages)} but the run "
+                        f"{run.root} was trained on {'-'.join(trained)}: {advice}")
+    vocab = TokenizerPair.of(tokenizer)
+    mode = {True: "one shared vocabulary", False: "separate vocabularies"}
+    if prepared.own and prepared.shared_vocab != vocab.shared:
+        raise DataError(f"{prepared.root} was prepared with {mode[prepared.shared_vocab]} but "
+                        f"the run {run.root} uses {mode[vocab.shared]}: {advice}")
+    for what, recorded, used in (
+            ("vocabulary", prepared.vocab_fingerprint, vocab.target.fingerprint),
+            ("source vocabulary", prepared.source_vocab_fingerprint, vocab.source_fingerprint)):
+        if recorded and recorded != used:
+            raise DataError(f"{prepared.root} was prepared with {what} {recorded} but the run "
+                            f"{run.root} uses {used}: {advice}")

@@ -324,8 +324,7 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
     from tf_nmt.data.tokenizer import SubwordTokenizer
     from tf_nmt.data.data_dir import load_split
     from tf_nmt.evaluation.bleu import tokenizer_for
-    from tf_nmt.evaluation.evaluate import check_data_matches_run
-    from tf_nmt.run_dir import RunDir
+    from tf_nmt.run_dir import RunDir, check_data_matches
 
     ct2 = dict(ct2 or {})
     if "use_mkl" in ct2 or "cpu_isa" in ct2:  # before the exports import ctranslate2
@@ -336,7 +335,8 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, per_band: int,
         exports = export_engines(Path(run_dir), checkpoint, weights, beams, Path(tmp), log, vmap)
         tokenizer = SubwordTokenizer.load(RunDir(Path(run_dir)).vocab_path)
         prepared = read_prepared(Path(data_dir or exports["data_dir"]))
-        check_data_matches_run(prepared, RunDir(Path(run_dir)), tokenizer)  # as evaluate does
+        check_data_matches(prepared, RunDir(Path(run_dir)), tokenizer,  # as evaluate does
+                           "score it on the data dir it was trained on")
         pairs = load_split(prepared.root, split)
         sources = [s for s, _ in pairs]
         lengths = [len(ids) for ids in tokenizer.encode(sources)]

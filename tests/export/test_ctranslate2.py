@@ -119,6 +119,7 @@ def test_parallel_translators_and_vocabulary_map(trained_run, tmp_path):
     """Two translators dealing each batch between them give one translator's translations, in
     order; the export's vocabulary map (from the training pairs) is recorded and used by
     default, and a crippled map changes the translations, so it is really applied."""
+    from tf_nmt.data.prepared import read_prepared
     from tf_nmt.export.ct2_vmap import build_vmap, training_pairs
 
     model, tokenizer, cfg = load_trained_model(trained_run)
@@ -126,7 +127,8 @@ def test_parallel_translators_and_vocabulary_map(trained_run, tmp_path):
     texts = sentences()
     export_dir = export_ctranslate2(
         model, tokenizer, cfg, tmp_path / "ct2",
-        vmap=build_vmap(training_pairs(cfg.data.data_dir, tokenizer), tokens, [0, 1, 2, 3]))
+        vmap=build_vmap(training_pairs(read_prepared(cfg.data.data_dir), tokenizer), tokens,
+                        [0, 1, 2, 3]))
     one = CTranslate2Translator(export_dir, intra_threads=1, inter_threads=1, use_vmap=False)
     two = CTranslate2Translator(export_dir, intra_threads=1, inter_threads=2, use_vmap=False)
     assert two.settings["threads"]["inter_threads"] == 2 and "vocabulary map off" in two.describe()
@@ -171,7 +173,7 @@ def test_export_refuses_an_existing_directory_and_gnmt(trained_run, tmp_path):
 def test_cli_export_and_translate(trained_run, tmp_path, capsys):
     export_dir = tmp_path / "ct2"
     assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
-                 "--export-dir", str(export_dir), "--quantization", "float32"]) == 0
+                 "--export-dir", str(export_dir), "--quantization", "float32", "--vmap"]) == 0
     assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
                  "--export-dir", str(export_dir)]) == 2
     assert "--overwrite" in capsys.readouterr().err
@@ -185,7 +187,7 @@ def test_cli_export_and_translate(trained_run, tmp_path, capsys):
                  str(out), "--beam-size", "1", "--batch-size", "2"]) == 0
     err = capsys.readouterr().err
     assert "lines/s" in err and "ctranslate2: float32 on cpu" in err
-    assert "vocabulary map on" in err  # exported with one (the default)
+    assert "vocabulary map on" in err  # exported with one, used by default
     kept = [t for t in texts if t]  # an empty line stays empty, never translated
     done = iter(CTranslate2Translator(export_dir).translate(kept, beam_size=1, batch_size=2))
     expected = [next(done) if t else "" for t in texts]
@@ -194,9 +196,9 @@ def test_cli_export_and_translate(trained_run, tmp_path, capsys):
     assert main(["translate", "--export-dir", str(export_dir), "--input", str(src), "--output",
                  str(out), "--beam-size", "1", "--no-vmap"]) == 0
     assert "vocabulary map off" in capsys.readouterr().err
-    plain = tmp_path / "ct2-plain"
+    plain = tmp_path / "ct2-plain"  # no map unless asked for (VMAP_BY_DEFAULT)
     assert main(["export", "--format", "ctranslate2", "--run-dir", str(trained_run),
-                 "--export-dir", str(plain), "--no-vmap"]) == 0
+                 "--export-dir", str(plain)]) == 0
     assert not (plain / "vmap.txt").is_file()
     assert main(["translate", "--export-dir", str(plain), "--input", str(src), "--output",
                  str(out), "--vmap"]) == 2
@@ -223,3 +225,29 @@ def test_cli_refusals(tmp_path, capsys):
     good.write_text("fine\n", encoding="utf-8")
     line = error(["translate", "--export-dir", str(tmp_path), "--input", str(good), "--no-vmap"])
     assert "--vmap/--no-vmap would be ignored" in line
+
+
+def test_vocabulary_map_counts_merge_as_they_go(monkeypatch):
+    """The co-occurrence counts are merged after every chunk (memory bounded by the distinct
+    pairs, not the corpus) and equal the counts of the whole corpus at once."""
+    import numpy as np
+
+    from tf_nmt.export import ct2_vmap
+
+    rng = np.random.default_rng(0)
+    pairs = [(rng.integers(0, 30, 6), rng.integers(0, 40, 7)) for _ in range(500)]
+    monkeypatch.setattr(ct2_vmap, "CHUNK", 500)
+    whole = ct2_vmap.cooccurrence(pairs, 30, 40)
+    held = []
+    merge = ct2_vmap.merge_counts
+
+    def watched(keys, counts, new_keys, new_counts):
+        held.append(len(keys))
+        return merge(keys, counts, new_keys, new_counts)
+
+    monkeypatch.setattr(ct2_vmap, "CHUNK", 7)
+    monkeypatch.setattr(ct2_vmap, "merge_counts", watched)
+    chunked = ct2_vmap.cooccurrence(pairs, 30, 40)
+    assert len(held) == -(-500 // 7) and max(held) <= 30 * 40  # merged per chunk, never more
+    for a, b in zip(whole, chunked):
+        np.testing.assert_array_equal(a, b)

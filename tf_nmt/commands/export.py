@@ -59,7 +59,7 @@ def export_ctranslate2(run_dir: Path, export_dir: Path, checkpoint: Optional[str
         run.cfg.decode.beam_size = beam_size  # recorded as the export's default beam
     if Path(export_dir).exists() and not overwrite:  # before counting the train data
         raise FileExistsError(f"{export_dir} exists; pass --overwrite to replace it")
-    vocabulary_map = run_vmap(run.cfg, run.tokenizer, vmap)
+    vocabulary_map = run_vmap(Path(run_dir), run.cfg, run.tokenizer, vmap)
     path = write(run.model, run.tokenizer, run.cfg, Path(export_dir), quantization=quantization,
                  overwrite=overwrite, run_dir=Path(run_dir), checkpoint=run.checkpoint,
                  weights=run.weights, languages=RunDir(Path(run_dir)).languages(),
@@ -69,21 +69,27 @@ def export_ctranslate2(run_dir: Path, export_dir: Path, checkpoint: Optional[str
     return path
 
 
-def run_vmap(cfg, tokenizer, wanted: Optional[bool]) -> Optional[Tuple[str, Dict[str, Any]]]:
-    """(text, summary) of the export's vocabulary map from the run's training pairs, or None
-    (``wanted`` False; or None, the default, where the training data is absent: printed)."""
+def run_vmap(run_dir: Path, cfg, tokenizer, wanted: Optional[bool]
+             ) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """(text, summary) of the export's vocabulary map, counted on the run's training pairs, or
+    None (``wanted`` False; or None, the default, :data:`~tf_nmt.export.ct2_vmap.VMAP_BY_DEFAULT`,
+    and where the training data is absent: printed). The data directory must hold the run's
+    languages and vocabularies (its ids are read as the run's pieces): refused in one line."""
+    from tf_nmt.data.prepared import read_prepared
     from tf_nmt.export.ct2_vmap import VMAP_BY_DEFAULT, build_vmap, training_pairs
     from tf_nmt.export.ctranslate2 import vocabulary_tokens
     from tf_nmt.inference.formats import SPECIAL_TOKENS
+    from tf_nmt.run_dir import RunDir, check_data_matches
 
     if not (VMAP_BY_DEFAULT if wanted is None else wanted):
         return None
-    if not getattr(tokenizer, "shared", True):  # separate source/target TokenizerPair
-        raise UsageError("--vmap maps one shared vocabulary; this run has separate source and "
-                         "target vocabularies: export it without --vmap")
     data_dir = Path(cfg.data.data_dir)
-    pairs = training_pairs(data_dir, tokenizer)
     try:
+        prepared = read_prepared(data_dir)
+        check_data_matches(prepared, RunDir(Path(run_dir)), tokenizer,
+                           "the vocabulary map would map other pieces; export with --no-vmap, "
+                           "or give the run its own data dir back")
+        pairs = training_pairs(prepared, tokenizer)
         first = next(pairs, None)  # opens the data: a missing corpus fails here
     except (UserError, OSError) as err:
         if wanted:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from tf_nmt.config import Config, load_config, preset
+from tf_nmt.config import Config, config_from_dict, load_config, preset
 
 
 def build_config(preset_name: Optional[str] = None, config_file: Optional[Path] = None,
@@ -22,9 +22,8 @@ def build_config(preset_name: Optional[str] = None, config_file: Optional[Path] 
     for dotted, value in (keys or {}).items():
         if value is None:
             continue
-        section, key = dotted.split(".", 1)
-        setattr(getattr(cfg, section), key, value)
-        cfg.mark_given(dotted)
+        section, key = dotted.split(".", 1)  # checked and coerced as --set would be
+        cfg = config_from_dict({section: {key: value}}, cfg, from_file=False, origin="flag")
     return cfg
 
 

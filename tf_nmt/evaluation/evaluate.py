@@ -5,13 +5,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
-from tf_nmt.data.prepared import DataError, PreparedData, read_prepared
-from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
+from tf_nmt.data.prepared import read_prepared
 from tf_nmt.data.data_dir import load_split
 from tf_nmt.evaluation.bleu import copy_baseline, corpus_bleu, corpus_chrf, tokenizer_for
 from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
 from tf_nmt.models.activation_quant import inference_engine, use_engine
-from tf_nmt.run_dir import RunDir, load_run
+from tf_nmt.run_dir import RunDir, check_data_matches, load_run
 from tf_nmt.utils.io import write_bytes_atomic
 
 
@@ -31,7 +30,8 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     model, tokenizer, cfg, weights = loaded.model, loaded.tokenizer, loaded.cfg, loaded.weights
     matmuls = inference_engine(model, engine)
     prepared = read_prepared(Path(data_dir or cfg.data.data_dir))
-    check_data_matches_run(prepared, RunDir(Path(run_dir)), tokenizer)
+    check_data_matches(prepared, RunDir(Path(run_dir)), tokenizer,
+                       "evaluate it on the data dir it was trained on (--data-dir)")
     pairs = load_split(prepared.root, split)
     if limit:
         pairs = pairs[:limit]
@@ -65,27 +65,3 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
             "bleu_tokenize_fallback": fallback,
             "examples": [{"source": s, "reference": r, "hypothesis": h}
                          for s, r, h in list(zip(sources, references, hypotheses))[:5]]}
-
-
-def check_data_matches_run(prepared: PreparedData, run: RunDir, tokenizer: Tokenizers) -> None:
-    """DataError when ``prepared`` holds another language pair than the run was trained on, or
-    (an own corpus) other vocabularies than the run's (``tokenizer``: the shared one, or the
-    run's separate :class:`TokenizerPair`), or the other vocabulary mode (shared or separate)."""
-    trained = run.languages()
-    if prepared.languages != trained:
-        raise DataError(f"{prepared.root} holds {'-'.join(prepared.languages)} but the run "
-                        f"{run.root} was trained on {'-'.join(trained)}: evaluate it on its "
-                        "own data dir (--data-dir)")
-    vocab = TokenizerPair.of(tokenizer)
-    mode = {True: "one shared vocabulary", False: "separate vocabularies"}
-    if prepared.own and prepared.shared_vocab != vocab.shared:
-        raise DataError(f"{prepared.root} was prepared with {mode[prepared.shared_vocab]} but "
-                        f"the run {run.root} uses {mode[vocab.shared]}: evaluate it on the data "
-                        "dir it was trained on (--data-dir)")
-    for what, recorded, used in (
-            ("vocabulary", prepared.vocab_fingerprint, vocab.target.fingerprint),
-            ("source vocabulary", prepared.source_vocab_fingerprint, vocab.source_fingerprint)):
-        if recorded and recorded != used:
-            raise DataError(f"{prepared.root} was prepared with {what} {recorded} but the run "
-                            f"{run.root} uses {used}: evaluate it on the data dir it was "
-                            "trained on (--data-dir)")

@@ -25,9 +25,10 @@ ALWAYS = 1000
 PER_SOURCE = 100
 #: Sentences counted per chunk (bounds the co-occurrence keys held at once).
 CHUNK = 20_000
-#: Whether ``tf-nmt export --format ctranslate2`` writes a map unless ``--no-vmap`` (and
-#: translate then uses it unless ``--no-vmap``): only where BLEU holds, see docs/serving.md.
-VMAP_BY_DEFAULT = True
+#: Whether ``tf-nmt export --format ctranslate2`` writes a map without ``--vmap`` (translate
+#: uses an export's map unless ``--no-vmap``). Off: its BLEU cost was measured only on 200
+#: sentences of one 8k-piece model (docs/serving.md), not on >= 1,000 sentences of a 32k one.
+VMAP_BY_DEFAULT = False
 #: Training pairs read at most (the counts settle long before; bounds export time).
 MAX_PAIRS = 1_000_000
 
@@ -38,15 +39,15 @@ def cooccurrence(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], source_si
     ``keys = s * V + t`` (sorted, unique) with ``counts`` the pairs containing both."""
     source_docs = np.zeros(source_size, np.int64)
     target_tokens = np.zeros(vocab_size, np.int64)
-    keys_acc: List[np.ndarray] = []
-    counts_acc: List[np.ndarray] = []
+    keys = np.zeros(0, np.int64)  # the counts so far, merged after every chunk: memory grows
+    counts = np.zeros(0, np.int64)  # with the distinct (source, target) pairs, not the corpus
     chunk: List[np.ndarray] = []
 
     def flush() -> None:
+        nonlocal keys, counts
         if chunk:
             k, c = np.unique(np.concatenate(chunk), return_counts=True)
-            keys_acc.append(k)
-            counts_acc.append(c)
+            keys, counts = merge_counts(keys, counts, k, c)
             chunk.clear()
 
     held = 0
@@ -61,22 +62,29 @@ def cooccurrence(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], source_si
         if held % CHUNK == 0:
             flush()
     flush()
-    if not keys_acc:
-        return held, source_docs, target_tokens, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keys = np.concatenate(keys_acc)
-    counts = np.concatenate(counts_acc)
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
-    unique, start = np.unique(keys, return_index=True)
-    return held, source_docs, target_tokens, unique, np.add.reduceat(counts, start)
+    return held, source_docs, target_tokens, keys, counts
+
+
+def merge_counts(keys: np.ndarray, counts: np.ndarray, new_keys: np.ndarray,
+                 new_counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Two sorted, unique key sets with their counts -> their union, counts added."""
+    if not len(keys):
+        return new_keys, new_counts
+    union, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
+    return union, np.bincount(inverse, weights=np.concatenate([counts, new_counts]),
+                              minlength=len(union)).astype(np.int64)
 
 
 def build_vmap(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], tokens: Sequence[str],
-               special_ids: Sequence[int], always: int = ALWAYS, per_source: int = PER_SOURCE,
+               special_ids: Sequence[int], always: Optional[int] = None,
+               per_source: Optional[int] = None,
                source_tokens: Optional[Sequence[str]] = None) -> Tuple[str, dict]:
     """The vmap text for ``pairs`` of (source ids, target ids): ``tokens`` the target pieces
     by id, ``source_tokens`` the source's (None: shared with the target); and a summary (pairs,
-    always-on pieces, source pieces mapped, mean candidates)."""
+    always-on pieces, source pieces mapped, mean candidates). ``always`` and ``per_source``:
+    None for :data:`ALWAYS` and :data:`PER_SOURCE`."""
+    always = ALWAYS if always is None else always
+    per_source = PER_SOURCE if per_source is None else per_source
     if always < 0 or per_source < 1:
         raise ValueError(f"always must be >= 0 and per_source >= 1 (got {always}, {per_source})")
     vocab = len(tokens)
@@ -113,15 +121,13 @@ def build_vmap(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], tokens: Seq
 
 
 
-def training_pairs(data_dir, tokenizer, max_pairs: int = MAX_PAIRS
+def training_pairs(prepared, tokenizer, max_pairs: int = MAX_PAIRS
                    ) -> Iterator[Tuple[Sequence[int], Sequence[int]]]:
     """(source ids, target ids) of the first ``max_pairs`` training pairs of a prepared data
-    directory: an own corpus's shards (already ids, in file order), else the built-in corpus's
-    train text encoded with ``tokenizer`` (the run's SentencePiece model, or its separate
-    :class:`~tf_nmt.data.tokenizer.TokenizerPair`)."""
-    from tf_nmt.data.prepared import read_prepared
-
-    prepared = read_prepared(data_dir)
+    directory (:class:`~tf_nmt.data.prepared.PreparedData`, checked by the caller to hold the
+    run's vocabularies): an own corpus's shards (already ids, in file order), else the built-in
+    corpus's train text encoded with ``tokenizer`` (the run's SentencePiece model, or its
+    separate :class:`~tf_nmt.data.tokenizer.TokenizerPair`)."""
     if prepared.own and prepared.shards:
         from tf_nmt.data.streaming import read_pairs
 
