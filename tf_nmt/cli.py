@@ -222,14 +222,8 @@ LOWPREC_HELP = ("run the matmuls in the log-space CPU kernels (tf_nmt.ops.lowpre
                 "needs a run trained with train.quantize_activations_bits=4 and the tf_nmt op library)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keras", choices=("2", "3"),
-                        help="the Keras tf-nmt's models are built on: 2 (tf_keras, the default) "
-                             "or 3; the same as the environment variable TF_NMT_KERAS, which "
-                             "processes started by horovodrun inherit")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_prepare_data(sub) -> None:
+    """``tf-nmt prepare-data``."""
     p = sub.add_parser("prepare-data", help="build the en-de corpus from Debian packages, or "
                        "your own corpus (--train-*), + vocabulary")
     p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
@@ -251,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     own_cli.add_arguments(p)
     p.set_defaults(func=cmd_prepare_data)
 
+
+def _add_train(sub) -> None:
+    """``tf-nmt train``."""
     p = sub.add_parser("train", help="train or resume a run with model.fit")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--allow-world-size-change", action="store_true",
@@ -274,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.set_defaults(func=cmd_train)
 
+
+def _add_train_async(sub) -> None:
+    """``tf-nmt train-async``."""
     p = sub.add_parser("train-async", help="asynchronous SGD on a local parameter-server cluster")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--workers", type=int, default=2, help="worker processes (plus one ps)")
@@ -293,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.set_defaults(func=cmd_train_async)
 
+
+def _add_evaluate(sub) -> None:
+    """``tf-nmt evaluate``."""
     p = sub.add_parser("evaluate", help="beam-search translate a split and score it with sacreBLEU")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--split", default="test", choices=["train", "dev", "test"])
@@ -306,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
     p.set_defaults(func=cmd_evaluate)
 
+
+def _add_translate(sub) -> None:
+    """``tf-nmt translate``."""
     p = sub.add_parser("translate", help="translate lines of source-language text (file or stdin) with a run or an export")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-dir", type=Path)
@@ -327,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "export's vocabulary map (default: when the export has one)")
     p.set_defaults(func=cmd_translate)
 
+
+def _add_export(sub) -> None:
+    """``tf-nmt export``."""
     p = sub.add_parser("export", help="write a string-to-string SavedModel (or, with --format "
                        "ctranslate2, a CTranslate2 model directory)")
     p.add_argument("--run-dir", type=Path)
@@ -354,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "uses to shrink the output layer")
     p.set_defaults(func=cmd_export)
 
+
+def _add_quantize(sub) -> None:
+    """``tf-nmt quantize``."""
     p = sub.add_parser("quantize", help="quantise a run's checkpoint to a packed B-bit file")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--checkpoint", help=CHECKPOINT_HELP)
@@ -365,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=["raw", "ema"], help=WEIGHTS_HELP)
     p.set_defaults(func=cmd_quantize)
 
+
+def _add_average_checkpoints(sub) -> None:
+    """``tf-nmt average-checkpoints``."""
     p = sub.add_parser("average-checkpoints", help="average the last N checkpoints of a run")
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--last", type=int, default=5)
@@ -375,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkpoint")
     p.set_defaults(func=cmd_average)
 
+
+def _add_quickstart(sub) -> None:
+    """``tf-nmt quickstart``."""
     p = sub.add_parser("quickstart", help="prepare-data → train → BLEU → export, with a time budget")
     p.add_argument("--data-dir", type=Path, default=Path("data_cache"))
     p.add_argument("--debs-dir", type=Path)
@@ -402,6 +420,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "<run-dir>-<timestamp> (without it an existing run is refused)")
     p.set_defaults(func=cmd_quickstart)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keras", choices=("2", "3"),
+                        help="the Keras tf-nmt's models are built on: 2 (tf_keras, the default) "
+                             "or 3; the same as the environment variable TF_NMT_KERAS, which "
+                             "processes started by horovodrun inherit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_prepare_data(sub)
+    _add_train(sub)
+    _add_train_async(sub)
+    _add_evaluate(sub)
+    _add_translate(sub)
+    _add_export(sub)
+    _add_quantize(sub)
+    _add_average_checkpoints(sub)
+    _add_quickstart(sub)
     return parser
 
 
