@@ -41,6 +41,7 @@ STUDIES: Dict[str, str] = {
     "own-corpus-prepare": "experiments.own_corpus.prepare",
     "own-corpus-memory": "experiments.own_corpus.memory",
     "own-corpus-pipeline": "experiments.own_corpus.pipeline",
+    "own-corpus-resume": "experiments.own_corpus.resume",
     "second-pair": "experiments.second_pair.study",
 }
 # Studies whose --tiny option trains on the test suite's toy corpus (from a checkout only).

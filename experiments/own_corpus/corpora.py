@@ -153,6 +153,18 @@ def run_study(args: Any, module_file: str, name: str, measure: Any, format_table
     return 0
 
 
+def add_corpus_args(parser: Any) -> None:
+    """The options of a study that measures one prepared corpus: --pairs, --data-dir, --seed,
+    --vocab-size."""
+    parser.add_argument("--pairs", type=int, default=LARGE,
+                        help="the synthetic corpus prepared in the work dir (made when missing)")
+    parser.add_argument("--data-dir", default=None,
+                        help="measure this prepared own-corpus data dir instead of the work dir's")
+    parser.add_argument("--seed", type=int, default=1, help="of the synthetic corpus")
+    parser.add_argument("--vocab-size", type=int, default=32000,
+                        help="when it has to be prepared")
+
+
 def add_study_args(parser: Any, work_holds: str, tiny_help: str, out_name: str) -> None:
     """The options every own-corpus study shares: --work-dir, --tiny, --out, --overwrite."""
     parser.add_argument("--work-dir", default=None,

@@ -4,7 +4,7 @@ target: it delivers at least 5x the target tokens/s that the training step consu
 Both rates are measured in one process, on the same prepared corpus (by default the 5M-pair
 one of ``own-corpus-prepare``), the same batch plan and the same model:
 
-- **pipeline**: the batches of :func:`tf_nmt.data.streaming.make_shard_dataset` over the
+- **pipeline**: the batches of :func:`tf_nmt.data.streaming.rank_stream` over the
   corpus's shards, built as the trainer builds them (rank 0 of 1, the config's shuffle buffer,
   length buckets and seed), pulled as fast as they come for ``--batches`` batches, after
   ``--warmup`` batches (which include filling the shuffle buffer; the time to the first batch is
@@ -53,17 +53,18 @@ class Stream:
 
     def __init__(self, data: Path, cfg: Any) -> None:
         from tf_nmt.data.prepared import read_prepared  # noqa: PLC0415 - TensorFlow on demand
-        from tf_nmt.data.streaming import make_shard_dataset  # noqa: PLC0415
+        from tf_nmt.data.streaming import block_pairs, rank_stream  # noqa: PLC0415
 
         prepared = read_prepared(data)
         if not prepared.own:
             raise SystemExit(f"{data}: not an own corpus (no corpus/manifest.json)")
         self.prepared, self.cfg = prepared, cfg
         d = cfg.data
-        self.dataset = make_shard_dataset(prepared.rank_shards(1, 0), d.batch_tokens,
-                                          d.max_length, shuffle=True, repeat=True,
-                                          seed=d.shuffle_seed, shuffle_buffer=d.shuffle_buffer,
-                                          bucket_width=d.length_bucket_width)
+        blocks = prepared.rank_blocks(1, 0, block_pairs(d.shuffle_buffer))
+        self.dataset = rank_stream(blocks, d.batch_tokens, d.max_length, seed=d.shuffle_seed,
+                                   shuffle_buffer=d.shuffle_buffer,
+                                   bucket_width=d.length_bucket_width).map(
+                                       lambda batch, _position: batch)
 
 
 def time_pipeline(iterator: Any, batches: int) -> Dict[str, float]:
@@ -187,13 +188,8 @@ def format_table(result: Mapping[str, Any]) -> str:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m experiments own-corpus-pipeline",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--pairs", type=int, default=corpora.LARGE,
-                   help="the synthetic corpus prepared in the work dir (made when missing)")
-    p.add_argument("--data-dir", default=None,
-                   help="measure this prepared own-corpus data dir instead of the work dir's")
-    p.add_argument("--seed", type=int, default=1, help="of the synthetic corpus")
+    corpora.add_corpus_args(p)
     p.add_argument("--gzip", action="store_true", help="give prepare-data gzipped input files")
-    p.add_argument("--vocab-size", type=int, default=32000, help="when it has to be prepared")
     p.add_argument("--prepare-arg", action="append", default=[], metavar="ARG",
                    help="an extra prepare-data argument (as own-corpus-prepare)")
     p.add_argument("--preset", default="quickstart")

@@ -45,3 +45,13 @@ def test_two_ranks_train_on_their_shares(launched):
                for line in results[0]["log"])
     meta = json.loads((out / "run" / "meta.json").read_text())
     assert meta["languages"] == ["en", "fr"] and meta["world_size"] == 2
+
+
+def test_a_resumed_run_continues_each_ranks_stream_exactly(launched):
+    _, results = launched
+    assert [results[rank]["resumed_from"] for rank in (0, 1)] == [2, 2]
+    # rank 0's losses of steps 2 and 4 (its batch under weights that both ranks' batches made)
+    assert len(results[0]["losses"]) == 2
+    assert results[0]["split_losses"] == results[0]["losses"]
+    assert any("resuming from step 2 (rank 0's data from epoch" in line
+               for line in results[0]["log"])

@@ -120,15 +120,15 @@ def rank_stream(blocks: Sequence[Block], batch_tokens: int, max_length: int, see
         pairs = parts.interleave(
             lambda path, first, n: tf.data.TFRecordDataset(path).skip(first).take(n),
             cycle_length=per_window, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True).map(decode_pair)
+            deterministic=True).map(decode_pair, num_parallel_calls=tf.data.AUTOTUNE)
         src, tgt = pairs.ragged_batch(capacity).get_single_element()
         order = tf.random.experimental.stateless_shuffle(
             tf.range(src.nrows()), tf.stack([seed + 1, epoch * 1_000_003 + window]))
         return tf.gather(src, order), tf.gather(tgt, order), epoch, window, skip
 
     def window_batches(src, tgt, epoch, window, skip):
-        pairs = tf.data.Dataset.from_tensor_slices((src, tgt)).map(with_specials).filter(
-            fits(max_length))
+        pairs = tf.data.Dataset.from_tensor_slices((src, tgt)).map(
+            with_specials, num_parallel_calls=tf.data.AUTOTUNE).filter(fits(max_length))
         batches = bucket_batches(pairs, batch_tokens, max_length, bucket_width).enumerate()
         return batches.skip(skip).map(
             lambda index, batch: (batch, tf.stack([epoch, window, index])))

@@ -9,8 +9,10 @@ writers). Between attempts the run's state lives in a Horovod ``KerasState``:
 
 * it is committed every ``train.elastic_commit_every`` steps and at every cycle end
   (Horovod's ``CommitStateCallback``): weights, optimizer slots and ``iterations``; the step is
-  also the data position (an attempt skips that many batches of its shard, as a resume does), so
-  Horovod's batch/epoch counters are not needed; with ``graddrop`` this process's residuals;
+  also the data position (an own corpus's rank starts its stream after its batch of that step,
+  kept in memory by :class:`~tf_nmt.training.data_position.DataPositions`, without reading the
+  batches before it; the built-in corpus skips them), so Horovod's batch/epoch counters are not
+  needed; with ``graddrop`` this process's residuals;
 * when a worker dies, ``hvd.elastic.run`` turns the failed collective into a reset: every survivor
   restores its last commit, Horovod re-forms the ring with the workers left and the attempt
   restarts from the committed step;
@@ -38,6 +40,7 @@ from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
 from tf_nmt.data.tokenizer import TokenizerPair
 from tf_nmt.errors import UsageError
 from tf_nmt.training import schedules
+from tf_nmt.training.data_position import DataPositions
 from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokenizer_for_training,
                                      train, validate_config)
 
@@ -174,6 +177,8 @@ class ElasticTraining:
         self.hvd_elastic, self.log = hvd_elastic, log
         self.attempts = 0
         self.limit = RollbackLimit(cfg.train.elastic_max_retries)
+        # each rank's stream positions of the steps since the last commit, across attempts
+        self.data_positions = DataPositions(history=cfg.train.elastic_commit_every + 2)
 
     def context(self) -> distributed.DistContext:
         hvd = self.hvd

@@ -35,6 +35,8 @@ from tf_nmt.models.losses import LabelSmoothedCrossEntropy, MaskedAccuracy, Toke
 from tf_nmt.quantization import retrain
 from tf_nmt.training import callbacks as cb
 from tf_nmt.training import transfer
+from tf_nmt.training.data_position import (CHECKPOINT_KEY as POSITION_KEY, DataPositionCallback,
+                                           DataPositions)
 from tf_nmt.training.checkpoints import (make_checkpoint, make_manager, make_rank_manager,
                                          restore_training_state, step_of)
 from tf_nmt.training.optimizers import build_optimizer
@@ -363,6 +365,13 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
             ema.reset()
             chief_log(f"{restored} holds no EMA weights (trained with train.ema_decay=0): the "
                       "average starts from its weights")
+    # An own corpus's stream positions (the elastic driver keeps them across attempts): read
+    # from the restored checkpoint, then saved in every checkpoint (one written before has none).
+    positions = ((getattr(hooks, "data_positions", None) or DataPositions())
+                 if train_blocks is not None else None)
+    if positions is not None:
+        positions.restore(restored if resuming else None)
+        setattr(checkpoint, POSITION_KEY, positions.record)
     resumed_from = int(model.optimizer.iterations.numpy())
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
@@ -374,11 +383,14 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     dev_corpus = encode_corpus(load_split(data_dir, "dev"), tokenizer)
     if train_blocks is not None:
         train_count = prepared.train_pairs
-        train_ds = rank_stream(train_blocks, cfg.data.batch_tokens, cfg.data.max_length,
-                               seed=cfg.data.shuffle_seed + ctx.rank,
-                               shuffle_buffer=cfg.data.shuffle_buffer,
-                               bucket_width=cfg.data.length_bucket_width)
-        train_ds = train_ds.map(lambda batch, _position: batch)
+        # resumed where this rank's batch of step resumed_from was: nothing before it is read
+        stream_start = positions.start(resumed_from, ctx, chief_log)
+        train_ds = positions.track(
+            rank_stream(train_blocks, cfg.data.batch_tokens, cfg.data.max_length,
+                        seed=cfg.data.shuffle_seed + ctx.rank,
+                        shuffle_buffer=cfg.data.shuffle_buffer,
+                        bucket_width=cfg.data.length_bucket_width, start=stream_start),
+            stream_start)
     else:
         train_corpus = encode_corpus(train_pairs, tokenizer)
         train_count = len(train_corpus)
@@ -388,11 +400,12 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                                 num_shards=ctx.size, shard_index=ctx.rank,
                                 shuffle_buffer=cfg.data.shuffle_buffer,
                                 bucket_width=cfg.data.length_bucket_width)
+        # The built-in corpus's seeded pipeline is deterministic, so skipping the batches
+        # already consumed makes a resumed run see exactly the data an uninterrupted run would
+        # have seen next (Horovod's optimizer.iterations counts backward passes, also with
+        # gradient accumulation). Its corpus is small; an own corpus seeks instead (above).
+        train_ds = train_ds.skip(resumed_from)
     distributed.check_shards(len(dev_corpus), ctx, what="dev pairs")
-    # The seeded pipeline is deterministic, so skipping the batches already consumed makes a
-    # resumed run see exactly the data an uninterrupted run would have seen next.
-    # (Horovod's optimizer.iterations counts backward passes, also with gradient accumulation.)
-    train_ds = train_ds.skip(resumed_from)
     dev_ds = make_dataset(dev_corpus, cfg.data.batch_tokens, cfg.data.max_length,
                           shuffle=False, repeat=False, num_shards=ctx.size, shard_index=ctx.rank,
                           bucket_width=cfg.data.length_bucket_width)
@@ -402,7 +415,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
               + (f" (a data epoch: rank {ctx.rank} reads its share of "
                  f"{sum(b.count for b in train_blocks):,} once)" if train_blocks else "")
               + f", {'-'.join(prepared.languages)}, world size {ctx.size}"
-              + (f", resuming from step {resumed_from}" if resuming else ""))
+              + (f", resuming from step {resumed_from}" if resuming else "")
+              + (f" (rank 0's data from epoch {stream_start.epoch}, window {stream_start.window}, "
+                 f"batch {stream_start.batch})" if resuming and train_blocks else ""))
 
     t = cfg.train
     cycle = t.steps_per_cycle
@@ -426,8 +441,9 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
         every=t.log_every if ctx.distributed else 1)
     # A rank's own checkpoint is saved before the comm callbacks' last sync (the state training
     # continues from), the chief's after it (the synchronised model); comm callbacks come first.
-    callbacks: List[keras.callbacks.Callback] = (
-        [cb.CheckpointSaver(rank_manager, guard, log=lambda _m: None)] if rank_manager else [])
+    callbacks: List[keras.callbacks.Callback] = (  # positions gathered before any save
+        [DataPositionCallback(positions, ctx, chief_log)] if positions is not None else [])
+    callbacks += [cb.CheckpointSaver(rank_manager, guard, log=lambda _m: None)] if rank_manager else []
     callbacks += comm_callbacks
     callbacks += [quantizer] if quantizer is not None else []  # before anything saves weights
     callbacks += [cb.WeightEMA(ema)] if ema is not None else []  # of the weights as saved

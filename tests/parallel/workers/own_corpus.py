@@ -3,8 +3,8 @@
 Each rank reads its share of the own corpus the test wrote to ``<out>/data`` (5 shards, which
 2 ranks do not divide) and records the blocks and pairs it holds, trains the same tiny en->fr
 run for a few steps on them (recording the blocks the trainer streams) (``<out>/run``), and
-trains on a corpus of 1 shard (``<out>/one-shard``), which the ranks split. Writes
-``<out>/rank<r>.json``.
+trains on a corpus of 1 shard (``<out>/one-shard``), which the ranks split, and trains the first
+run again stopped at step 2 and resumed (``<out>/split``). Writes ``<out>/rank<r>.json``.
 """
 import sys
 from pathlib import Path
@@ -47,9 +47,16 @@ def work(ctx, out: Path) -> dict:
     result = train(load_config(None, TINY + [f"data.data_dir={data}"]), out / "run", log=log)
     one_shard = train(load_config(None, TINY + [f"data.data_dir={out / 'one-shard'}"]),
                       out / "one-shard-run", log=log)
+    # the same run interrupted at step 2 and resumed: each rank starts after its own batch
+    split = TINY[:-1] + [f"data.data_dir={data}"]
+    first = train(load_config(None, split + ["train.train_steps=2"]), out / "split", log=log)
+    second = train(load_config(None, split + [f"train.train_steps={STEPS}"]), out / "split",
+                   log=log)
     return {"blocks": described(blocks), "streamed": streamed, "pairs": pairs,
             "final_step": result.final_step, "one_shard_final_step": one_shard.final_step,
-            "losses": [h["loss"] for h in result.history], "log": lines}
+            "losses": [h["loss"] for h in result.history], "log": lines,
+            "split_losses": [h["loss"] for h in first.history + second.history],
+            "resumed_from": second.resumed_from}
 
 
 if __name__ == "__main__":
