@@ -1,12 +1,13 @@
 """Streaming an own corpus's shards (tf_nmt.data.streaming): the same batches as the in-memory
-pipeline makes, one-line shard errors (ranks' shares: test_rank_shares.py)."""
+pipeline makes, a rank stream's window batches, one-line shard errors (ranks' shares:
+test_rank_shares.py)."""
 import numpy as np
 import pytest
 
 from tests.data.own_corpus_fixture import shard_pairs, write_own_corpus
-from tf_nmt.data.pipeline import EncodedCorpus, make_dataset
+from tf_nmt.data.pipeline import EncodedCorpus, bucket_plan, make_dataset
 from tf_nmt.data.prepared import DataError, read_prepared
-from tf_nmt.data.streaming import make_shard_dataset, read_pairs
+from tf_nmt.data.streaming import make_shard_dataset, read_pairs, window_plan
 from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tf_nmt.compat import tf
 
@@ -92,3 +93,28 @@ def test_missing_or_truncated_shard_is_one_line(tmp_path):
     with pytest.raises(DataError, match="missing") as err:
         read_prepared(root).rank_blocks(2, 1, 8)
     assert "\n" not in str(err.value) and shard.name in str(err.value)
+
+
+@pytest.mark.parametrize("width", [0, 1])
+def test_a_window_is_batched_within_budget_with_few_part_filled_batches(width):
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(1, 40, 3000), rng.integers(1, 40, 3000)
+    batch_tokens, max_length = 512, 32
+    boundaries, sizes = bucket_plan(batch_tokens, max_length, width)
+    order, first, end = window_plan(src, tgt, batch_tokens, max_length, width, (1, 2, 3))
+    longer = np.maximum(src, tgt) + 1
+    kept = np.flatnonzero(np.maximum(src, tgt) + 1 <= max_length)
+    assert sorted(order.tolist()) == kept.tolist()  # every pair that fits, once
+    part_filled = 0
+    for a, b in zip(first, end):
+        rows = order[a:b]
+        assert len(rows) * longer[rows].max() <= batch_tokens
+        buckets = set(np.searchsorted(boundaries, longer[rows], side="right").tolist())
+        part_filled += len(buckets) > 1 or len(rows) < sizes[buckets.pop()]
+    per_bucket = np.bincount(np.searchsorted(boundaries, longer[kept], side="right"))
+    left = sum(n % size for n, size in zip(per_bucket, sizes))  # pairs not in a full batch
+    assert part_filled <= -(-left * max_length // batch_tokens) + 1  # packed, not one per bucket
+    again = window_plan(src, tgt, batch_tokens, max_length, width, (1, 2, 3))
+    assert all(np.array_equal(x, y) for x, y in zip(again, (order, first, end)))
+    other = window_plan(src, tgt, batch_tokens, max_length, width, (1, 2, 4))[0]
+    assert not np.array_equal(other, order)  # the batch order is drawn from the seed

@@ -4,8 +4,9 @@ A corpus of any size trains in bounded memory: each worker reads only its share 
 (:meth:`PreparedData.rank_blocks`), a few blocks at a time, and holds at most two shuffle windows
 of about ``shuffle_buffer`` pairs (:func:`rank_stream`). The records are decoded in-graph and
 every order is drawn from the seed, so the stream is a function of the seed alone and can be
-started at any recorded :class:`StreamPosition`. Batching is
-:func:`tf_nmt.data.pipeline.bucket_batches`, the same as the in-memory built-in corpus's.
+started at any recorded :class:`StreamPosition`. Batches follow the in-memory built-in
+corpus's token-budget buckets (:func:`tf_nmt.data.pipeline.bucket_plan`), window by window
+(:func:`window_plan`).
 :func:`read_pairs` and :func:`make_shard_dataset` read whole files once (vocabulary maps, tests).
 """
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
+
 from tf_nmt.compat import tf
-from tf_nmt.data.pipeline import batch_pairs, bucket_batches, fits, with_specials
+from tf_nmt.data.pipeline import batch_pairs, bucket_plan
 from tf_nmt.data.prepared import Block
+from tf_nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 #: Shard files read at a time by one worker (each one record ahead, in turn).
 CYCLE_LENGTH = 4
@@ -78,6 +82,41 @@ def block_pairs(shuffle_buffer: int) -> int:
     return max(1, -(-int(shuffle_buffer) // BLOCKS_PER_WINDOW))
 
 
+def window_plan(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int,
+                max_length: int, bucket_width: int, seed: Sequence[int]
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How one window's pairs (their token counts without specials) make batches: ``(order,
+    first, end)``, batch k being the pairs ``order[first[k]:end[k]]``, the batches in an order
+    drawn from ``seed``. Pairs longer than ``max_length`` with their specials are left out.
+    Each bucket of :func:`tf_nmt.data.pipeline.bucket_plan` gives full batches of its size, in
+    window order; what remains (less than a batch per bucket) is sorted by length and packed
+    under the token budget, so the window ends in few part-filled batches, not one per
+    bucket."""
+    boundaries, sizes = bucket_plan(batch_tokens, max_length, bucket_width)
+    src, tgt = np.asarray(src_lengths) + 1, np.asarray(tgt_lengths) + 1
+    longer = np.maximum(src, tgt)
+    kept = np.flatnonzero((src <= max_length) & (tgt <= max_length))
+    bucket = np.searchsorted(boundaries, longer[kept], side="right")
+    batches, rest = [], []
+    for b in np.unique(bucket):
+        members, size = kept[bucket == b], sizes[b]
+        full = len(members) // size * size
+        batches += np.split(members[:full], full // size) if full else []
+        rest.append(members[full:])
+    rest = np.concatenate(rest) if rest else np.zeros(0, np.int64)
+    rest = rest[np.argsort(longer[rest], kind="stable")]
+    start = 0
+    for i in range(1, len(rest) + 1):  # a batch ends before the pair that would break the budget
+        if i == len(rest) or (i - start + 1) * longer[rest[i]] > batch_tokens:
+            batches.append(rest[start:i])
+            start = i
+    batches = [batches[k] for k in np.random.default_rng(list(seed)).permutation(len(batches))]
+    counts = np.array([len(b) for b in batches], np.int64)
+    end = np.cumsum(counts)
+    order = np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
+    return order, end - counts, end
+
+
 def rank_stream(blocks: Sequence[Block], batch_tokens: int, max_length: int, seed: int,
                 shuffle_buffer: int, bucket_width: int = 0,
                 start: StreamPosition = StreamPosition()) -> tf.data.Dataset:
@@ -88,8 +127,8 @@ def rank_stream(blocks: Sequence[Block], batch_tokens: int, max_length: int, see
 
     One data epoch reads every pair of the share once: the blocks in an order drawn from
     ``(seed, epoch)``, :data:`BLOCKS_PER_WINDOW` at a time as one window, whose pairs are
-    permuted from ``(seed, epoch, window)`` and batched on their own (a window's last batches
-    may be part-filled). A window's batches therefore depend on nothing before it, so the stream
+    permuted from ``(seed, epoch, window)`` and batched on their own (:func:`window_plan`). A
+    window's batches therefore depend on nothing before it, so the stream
     can start anywhere: ``start`` costs reading its window, never the batches before it. At most
     two windows (the one batched and the next, read ahead) are held, each of about
     ``shuffle_buffer`` pairs."""
@@ -104,7 +143,8 @@ def rank_stream(blocks: Sequence[Block], batch_tokens: int, max_length: int, see
     paths = tf.constant([str(b.path) for b in blocks])
     starts = tf.constant([b.start for b in blocks], tf.int64)
     counts = tf.constant([b.count for b in blocks], tf.int64)
-    seed = tf.constant(int(seed), tf.int64)
+    seed_value = int(seed) & 0x7FFFFFFF
+    seed = tf.constant(seed_value, tf.int64)
 
     def epoch_windows(epoch):
         order = tf.random.experimental.stateless_shuffle(tf.range(count), tf.stack([seed, epoch]))
@@ -126,12 +166,29 @@ def rank_stream(blocks: Sequence[Block], batch_tokens: int, max_length: int, see
             tf.range(src.nrows()), tf.stack([seed + 1, epoch * 1_000_003 + window]))
         return tf.gather(src, order), tf.gather(tgt, order), epoch, window, skip
 
+    def plan(src_lengths, tgt_lengths, epoch, window):
+        return window_plan(src_lengths, tgt_lengths, batch_tokens, max_length, bucket_width,
+                           (int(seed_value), int(epoch), int(window)))
+
     def window_batches(src, tgt, epoch, window, skip):
-        pairs = tf.data.Dataset.from_tensor_slices((src, tgt)).map(
-            with_specials, num_parallel_calls=tf.data.AUTOTUNE).filter(fits(max_length))
-        batches = bucket_batches(pairs, batch_tokens, max_length, bucket_width).enumerate()
-        return batches.skip(skip).map(
-            lambda index, batch: (batch, tf.stack([epoch, window, index])))
+        order, first, end = tf.numpy_function(
+            plan, [src.row_lengths(), tgt.row_lengths(), epoch, window],
+            [tf.int64, tf.int64, tf.int64], stateful=False)
+        order.set_shape([None])
+
+        def batch(index, bounds):
+            rows = order[bounds[0]:bounds[1]]
+            source, target = tf.gather(src, rows), tf.gather(tgt, rows)
+            n = tf.shape(rows)[:1]
+            eos = tf.RaggedTensor.from_tensor(tf.fill(tf.concat([n, [1]], 0), EOS_ID))
+            bos = tf.RaggedTensor.from_tensor(tf.fill(tf.concat([n, [1]], 0), BOS_ID))
+            features = {"source": tf.concat([source, eos], 1).to_tensor(PAD_ID),
+                        "target_in": tf.concat([bos, target], 1).to_tensor(PAD_ID)}
+            return ((features, tf.concat([target, eos], 1).to_tensor(PAD_ID)),
+                    tf.stack([epoch, window, index]))
+
+        bounds = tf.data.Dataset.from_tensor_slices(tf.stack([first, end], axis=1))
+        return bounds.enumerate().skip(skip).map(batch, num_parallel_calls=tf.data.AUTOTUNE)
 
     ds = tf.data.Dataset.counter(int(start.epoch)).flat_map(epoch_windows).skip(int(start.window))
     ds = ds.enumerate().map(lambda i, d: (*d, tf.where(i == 0, tf.constant(start.batch, tf.int64),
