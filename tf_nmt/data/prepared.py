@@ -178,10 +178,13 @@ def read_prepared(data_dir: Path) -> PreparedData:
                         f"{MANIFEST_FORMAT!r}; re-run prepare-data --force")
     vocab = manifest.get("vocab", {})
     source = {} if vocab.get("shared", True) else vocab.get("src", {})
+    # the pieces the model has (a manifest written before issue 55 records the size asked as
+    # ``size``, which SentencePiece may not have reached)
     return PreparedData(
         root=data_dir, name=manifest.get("name", "own"), src_lang=manifest["src_lang"],
-        tgt_lang=manifest["tgt_lang"], vocab_size=vocab.get("size"),
-        vocab_fingerprint=vocab.get("fingerprint"), source_vocab_size=source.get("size"),
+        tgt_lang=manifest["tgt_lang"], vocab_size=vocab.get("pieces", vocab.get("size")),
+        vocab_fingerprint=vocab.get("fingerprint"),
+        source_vocab_size=source.get("pieces", source.get("size")),
         source_vocab_fingerprint=source.get("fingerprint"), splits=manifest.get("splits", {}),
         shards=[ShardInfo(**s) for s in manifest.get("shards", {}).get("files", [])],
         manifest=manifest)

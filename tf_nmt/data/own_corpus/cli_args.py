@@ -22,7 +22,7 @@ OWN_FLAGS = {f: f[2:].replace("-", "_") for f in (
     "--dev-tgt", "--dev-tsv", "--test-src", "--test-tgt", "--test-tsv", "--max-chars",
     "--max-ratio", "--vocab-type", "--vocab-sample", "--spm-model", "--separate-vocab",
     "--src-vocab-size", "--tgt-vocab-size", "--src-spm-model", "--tgt-spm-model", "--num-shards",
-    "--workers")}
+    "--workers", "--allow-smaller-vocab")}
 _LANG = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,15}$")
 
 
@@ -69,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for side, what in (("src", "source"), ("tgt", "target")):
         g.add_argument(f"--{side}-vocab-size", type=_positive, help=f"the {what} vocabulary's "
                        "size with --separate-vocab (default: --vocab-size)")
+    g.add_argument("--allow-smaller-vocab", action="store_true", help="keep a learned "
+                   "vocabulary that has fewer pieces than asked, when the training sample gives "
+                   "no more (default: refused, naming the most it gives)")
     for side, what in (("src", "source"), ("tgt", "target")):
         g.add_argument(f"--{side}-spm-model", type=Path, help=f"use this {what} SentencePiece "
                        "model (ids as --spm-model); with --" + ("tgt" if side == "src" else "src")
@@ -140,7 +143,7 @@ def options_from_args(args: argparse.Namespace):
     ignored = [f"{', '.join(flags)} would be ignored {why}" for flags, why in (
         (_given(args, ("--debs-dir", "--vocab-only")), "for your own corpus"),
         (_given(args, ("--vocab-size", "--vocab-type", "--vocab-sample", "--src-vocab-size",
-                       "--tgt-vocab-size")) if own_models else [],
+                       "--tgt-vocab-size", "--allow-smaller-vocab")) if own_models else [],
          "with --spm-model (its vocabulary is the model's)" if args.spm_model else
          "with --src-spm-model/--tgt-spm-model (the vocabularies are the models')"),
         (["--dev-size"] if args.dev_size is not None and (args.dev_src or args.dev_tsv)
@@ -184,4 +187,5 @@ def options_from_args(args: argparse.Namespace):
         separate_vocab=bool(args.separate_vocab or args.src_spm_model),
         src_vocab_size=args.src_vocab_size, tgt_vocab_size=args.tgt_vocab_size,
         src_spm_model=args.src_spm_model, tgt_spm_model=args.tgt_spm_model,
-        num_shards=args.num_shards, workers=args.workers, seed=value("seed"), force=args.force)
+        num_shards=args.num_shards, workers=args.workers, seed=value("seed"), force=args.force,
+        allow_smaller_vocab=bool(args.allow_smaller_vocab))

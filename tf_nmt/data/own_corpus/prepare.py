@@ -36,7 +36,7 @@ from .heldout import Reservoir, carve, read_given, read_sources, write_split
 from .inputs import PairReader, Source, check_exist, fingerprint
 from .progress import Progress
 from .staging import Staging, build_key, cached_or_refused
-from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, learn,
+from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, learn, learned_size,
                     load_user_model, model_facts, separate_models, write_sample)
 
 Log = Callable[[str], None]
@@ -74,6 +74,8 @@ class OwnCorpusOptions:
     workers: Optional[int] = None      # None: all cores
     seed: int = 1234
     force: bool = False
+    allow_smaller_vocab: bool = False  # keep fewer pieces than asked (not a param: a re-run
+    #                                    with it resumes the passes before the vocabulary)
 
     @property
     def separate(self) -> bool:
@@ -227,8 +229,11 @@ def _distribute(options: OwnCorpusOptions, staging: Staging, shard_count: int, l
 
 def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
            layout: Callable[[str], tuple]) -> Dict[str, Any]:
-    """Pass 4: the vocabulary, written as ``vocab/spm-<size>.model`` (separate:
-    ``vocab/spm-src-<size>.model`` and ``vocab/spm-tgt-<size>.model``)."""
+    """Pass 4: the vocabulary, written as ``vocab/spm-<pieces>.model`` (separate:
+    ``vocab/spm-src-<pieces>.model`` and ``vocab/spm-tgt-<pieces>.model``), named and recorded
+    (``size``) by the pieces it has; a learned one also records the ``requested`` size, and
+    fewer pieces than asked are refused unless ``--allow-smaller-vocab``
+    (:func:`.vocab.learned_size`)."""
     if options.separate:
         return _separate_vocab(options, staging, log, layout)
     start = time.monotonic()
@@ -237,16 +242,18 @@ def _vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
         proto = load_user_model(options.spm_model)
         source = f"user model {options.spm_model.resolve()}"
     else:
-        log(f"vocab: learning a {options.vocab_size}-piece {options.vocab_type} SentencePiece "
-            f"model from {len(sentences):,} sampled sentences")
+        log(f"vocab: learning a {options.vocab_type} SentencePiece model of up to "
+            f"{options.vocab_size:,} pieces from {len(sentences):,} sampled sentences")
         proto = learn(sentences, options.vocab_size, options.vocab_type, options.seed)
         source = "learned from the train sample"
     pieces, model_type = model_facts(proto)
-    size = pieces if options.spm_model else options.vocab_size
+    size = pieces if options.spm_model else learned_size(
+        pieces, options.vocab_size, options.allow_smaller_vocab, "", "--vocab-size", log)
     check_same_ids(proto, sentences or _dev_sentences(staging))
     path = f"vocab/spm-{size}.model"
     write_bytes_atomic(staging.out / path, proto)
     return {"shared": True, "path": path, "size": size, "pieces": pieces, "type": model_type,
+            **({} if options.spm_model else {"requested": options.vocab_size}),
             "sample_sentences": len(sentences), "source": source,
             "fingerprint": vocab_fingerprint(proto), "seconds": time.monotonic() - start}
 
@@ -258,7 +265,9 @@ def _separate_vocab(options: OwnCorpusOptions, staging: Staging, log: Log,
     found = separate_models(
         staging.work, staging.out, options.side_sizes(),
         {"source": options.src_spm_model, "target": options.tgt_spm_model},
-        options.vocab_type, options.seed, layout("dev"), log)
+        options.vocab_type, options.seed, layout("dev"), log, options.allow_smaller_vocab,
+        {side: f"--{short}-vocab-size" if getattr(options, f"{short}_vocab_size")
+         else "--vocab-size" for side, short in (("source", "src"), ("target", "tgt"))})
     return {**found, "seconds": time.monotonic() - start}
 
 
@@ -340,6 +349,12 @@ def _manifest(options: OwnCorpusOptions, state: Dict[str, Any], key: str) -> Dic
     }
 
 
+def pieces_said(vocab: Dict[str, Any]) -> str:
+    """A vocabulary's size in words: its pieces, and the size asked when it has fewer."""
+    pieces, asked = vocab.get("pieces", vocab["size"]), vocab.get("requested")
+    return f"{pieces:,} pieces" + (f" ({asked:,} asked)" if asked and asked != pieces else "")
+
+
 def summary_table(manifest: Dict[str, Any]) -> str:
     """Kept and dropped pairs per split and reason, as plain text."""
     columns = ("read",) + REASONS + ("kept",)
@@ -404,9 +419,10 @@ def prepare_own_corpus(options: OwnCorpusOptions, log: Log = log_flush) -> Dict[
     staging.discard()
     log(summary_table(manifest))
     vocab = manifest["vocab"]
-    words = (f"vocabulary {vocab['size']} ({vocab['fingerprint']})" if vocab.get("shared", True)
-             else "vocabularies: source {size} ({fingerprint}), ".format(**vocab["src"])
-             + "target {size} ({fingerprint})".format(**vocab["tgt"]))
+    words = (f"vocabulary of {pieces_said(vocab)} ({vocab['fingerprint']})"
+             if vocab.get("shared", True) else
+             f"vocabularies: source {pieces_said(vocab['src'])} ({vocab['src']['fingerprint']}), "
+             f"target {pieces_said(vocab['tgt'])} ({vocab['tgt']['fingerprint']})")
     log(f"own corpus ({options.src_lang}-{options.tgt_lang}) written to {data_dir}: "
         f"{manifest['splits']['train']['pairs']:,} train pairs in {len(manifest['shards']['files'])} "
         f"shards, {words}, in {time.monotonic() - start:.1f} s")

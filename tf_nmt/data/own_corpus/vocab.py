@@ -48,6 +48,24 @@ def learn(sentences: Sequence[str], vocab_size: int, model_type: str, seed: int)
                                max_sentences=max(len(sentences), 101))
 
 
+def learned_size(pieces: int, asked: int, allow_smaller: bool, what: str, flag: str,
+                 log: Callable[[str], None]) -> int:
+    """The size a learned vocabulary is recorded and named by: its ``pieces``. SentencePiece
+    (``hard_vocab_limit=False``) returns fewer than ``asked`` when the sample supports no more,
+    and then ``pieces`` is the largest size that works: refused (one line naming it) unless
+    ``allow_smaller``, when one line says so."""
+    if pieces >= asked:
+        return pieces
+    if not allow_smaller:
+        raise OwnCorpusError(
+            f"vocab: the training sample gives a {what}vocabulary of at most {pieces:,} pieces, "
+            f"fewer than the {asked:,} that {flag} asks: re-run with {flag} {pieces}, or add "
+            f"--allow-smaller-vocab to keep {pieces:,} pieces (the passes done are kept)")
+    log(f"vocab: learned {pieces:,} {what}pieces, fewer than the {asked:,} asked: the sample "
+        f"supports no more (--allow-smaller-vocab); the vocabulary is {pieces:,} pieces")
+    return pieces
+
+
 def model_facts(proto: bytes) -> Tuple[int, str]:
     """(pieces, model type) of a SentencePiece model proto."""
     from sentencepiece import sentencepiece_model_pb2 as model_pb2
@@ -106,11 +124,15 @@ def read_sample(path: Path) -> List[str]:
 
 def separate_models(work: Path, out: Path, sizes: Dict[str, int],
                     users: Dict[str, Optional[Path]], model_type: str, seed: int,
-                    dev_files: Sequence[Path], log: Callable[[str], None]) -> Dict[str, Any]:
+                    dev_files: Sequence[Path], log: Callable[[str], None],
+                    allow_smaller: bool = False, flags: Optional[Dict[str, str]] = None
+                    ) -> Dict[str, Any]:
     """Separate vocabularies: per side (``source``, ``target``) the user's model or one learned
-    from that side's sample (``work/SAMPLE_FILES``) with ``sizes[side]`` pieces, written as
-    ``out/vocab/spm-{src,tgt}-<size>.model``; the manifest's ``vocab`` entry (the target's
-    ``path``/``size``/``fingerprint`` at the top, both sides under ``src`` and ``tgt``)."""
+    from that side's sample (``work/SAMPLE_FILES``) with ``sizes[side]`` pieces (fewer: see
+    :func:`learned_size`; ``flags[side]`` names the flag that asked), written as
+    ``out/vocab/spm-{src,tgt}-<pieces>.model``; the manifest's ``vocab`` entry (the target's
+    ``path``/``size``/``fingerprint`` at the top, both sides under ``src`` and ``tgt``; a learned
+    side also records the ``requested`` size)."""
     entries: Dict[str, Dict[str, Any]] = {}
     samples = 0
     for index, (side, short) in enumerate(SIDES):
@@ -120,19 +142,22 @@ def separate_models(work: Path, out: Path, sizes: Dict[str, int],
         if user is not None:
             proto, origin = load_user_model(user), f"user model {user.resolve()}"
         else:
-            log(f"vocab: learning a {sizes[side]}-piece {model_type} {side} SentencePiece "
-                f"model from {len(sentences):,} sampled {side} sentences")
+            log(f"vocab: learning a {model_type} {side} SentencePiece model of up to "
+                f"{sizes[side]:,} pieces from {len(sentences):,} sampled {side} sentences")
             proto = learn(sentences, sizes[side], model_type, seed)
             origin = f"learned from the train sample's {side} sentences"
         pieces, kind = model_facts(proto)
-        size = pieces if user is not None else sizes[side]
+        size = pieces if user is not None else learned_size(
+            pieces, sizes[side], allow_smaller, f"{side} ",
+            (flags or {}).get(side, "--vocab-size"), log)
         dev = Path(dev_files[index])
         check_same_ids(proto, sentences or (dev.read_text(encoding="utf-8").splitlines()
                                             if dev.is_file() else []))
         path = f"vocab/spm-{short}-{size}.model"
         write_bytes_atomic(out / path, proto)
         entries[short] = {"path": path, "size": size, "pieces": pieces, "type": kind,
-                          "origin": origin, "fingerprint": vocab_fingerprint(proto)}
+                          "origin": origin, "fingerprint": vocab_fingerprint(proto),
+                          **({} if user is not None else {"requested": sizes[side]})}
     target = entries["tgt"]
     return {"shared": False, **{k: target[k] for k in ("path", "size", "pieces", "type",
                                                        "fingerprint")},
