@@ -64,3 +64,49 @@ def test_this_machine_agrees_with_proc_cpuinfo():
     first = open("/proc/cpuinfo").read().split("\n\n")[0]
     flags = next(line for line in first.splitlines() if line.startswith("flags")).split(":")[1].split()
     assert machine.cpu_flags() == frozenset(flags)
+
+
+def _v2(root, proc, cpu_max, nested="/job/step"):
+    """A planted cgroup v2 tree: ``cpu.max`` in the process's cgroup, none above it."""
+    proc.write_text(f"0::{nested}\n")
+    leaf = root.joinpath(*nested.strip("/").split("/"))
+    leaf.mkdir(parents=True)
+    (leaf / "cpu.max").write_text(cpu_max + "\n")
+    (root / "cpu.max").write_text("max 100000\n")
+
+
+@pytest.mark.parametrize("cpu_max, cores", [("max 100000", 8), ("200000 100000", 2),
+                                             ("150000 100000", 2), ("50000 100000", 1),
+                                             ("1600000 100000", 8)])
+def test_usable_cores_honours_the_cgroup_v2_quota(tmp_path, monkeypatch, cpu_max, cores):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    _v2(tmp_path / "cg", tmp_path / "proc", cpu_max)
+    assert machine.usable_cores(tmp_path / "cg", tmp_path / "proc") == cores
+
+
+def test_a_parent_cgroups_quota_applies_to_its_children(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    _v2(tmp_path / "cg", tmp_path / "proc", "max 100000")
+    (tmp_path / "cg" / "job" / "cpu.max").write_text("300000 100000\n")
+    assert machine.cgroup_cpu_limit(tmp_path / "cg", tmp_path / "proc") == 3.0
+    assert machine.usable_cores(tmp_path / "cg", tmp_path / "proc") == 3
+
+
+@pytest.mark.parametrize("quota, cores", [("-1", 6), ("250000", 3), ("400000", 4)])
+def test_usable_cores_honours_the_cgroup_v1_quota(tmp_path, monkeypatch, quota, cores):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(6)), raising=False)
+    root, proc = tmp_path / "cg", tmp_path / "proc"
+    proc.write_text("4:memory:/x\n2:cpu,cpuacct:/slurm/job1\n0::/\n")
+    leaf = root / "cpu,cpuacct" / "slurm" / "job1"
+    leaf.mkdir(parents=True)
+    (leaf / "cpu.cfs_quota_us").write_text(quota + "\n")
+    (leaf / "cpu.cfs_period_us").write_text("100000\n")
+    assert machine.usable_cores(root, proc) == cores
+
+
+def test_usable_cores_honours_the_affinity_mask(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    _v2(tmp_path / "cg", tmp_path / "proc", "800000 100000")
+    assert machine.usable_cores(tmp_path / "cg", tmp_path / "proc") == 3  # the mask is tighter
+    # No cgroup files at all (not Linux, or not mounted): the mask alone.
+    assert machine.usable_cores(tmp_path / "absent", tmp_path / "absent-proc") == 3

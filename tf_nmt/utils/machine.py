@@ -9,6 +9,7 @@ user can see why their figures differ.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 from pathlib import Path
@@ -19,12 +20,87 @@ CPUINFO = Path("/proc/cpuinfo")
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def _read(path: Path) -> Optional[str]:
     try:
-        return len(os.sched_getaffinity(0))
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _cgroup_paths(proc_cgroup: Path) -> Dict[str, str]:
+    """This process's cgroup path per controller from ``/proc/self/cgroup`` ("" is cgroup v2's)."""
+    paths: Dict[str, str] = {}
+    for line in (_read(proc_cgroup) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(","):
+                paths.setdefault(controller, parts[2])
+    return paths
+
+
+def _ancestors(base: Path, relative: str) -> list:
+    """``base/relative`` and each directory above it up to ``base`` (a quota on any applies)."""
+    dirs = [base]
+    current = base
+    for part in [p for p in relative.split("/") if p]:
+        current = current / part
+        dirs.append(current)
+    return dirs
+
+
+def cgroup_cpu_limit(root: Union[str, Path, None] = None,
+                     proc_cgroup: Union[str, Path, None] = None) -> Optional[float]:
+    """The CPUs the cgroup quota allows this process (``quota / period``, the tightest over the
+    process's cgroup and its parents), or None where no quota is set.
+
+    Reads cgroup v2's ``cpu.max`` ("max 100000" or "150000 100000") and cgroup v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (quota -1: none). A container or a Slurm job
+    sees every host core in its affinity mask but may run only its quota's worth.
+    """
+    root = Path(root) if root is not None else CGROUP_ROOT
+    paths = _cgroup_paths(Path(proc_cgroup) if proc_cgroup is not None else PROC_CGROUP)
+    limits = []
+    for directory in _ancestors(root, paths.get("", "")):  # cgroup v2
+        fields = (_read(directory / "cpu.max") or "").split()
+        if len(fields) == 2 and fields[0] != "max":
+            try:
+                quota, period = int(fields[0]), int(fields[1])
+            except ValueError:
+                continue
+            if quota > 0 and period > 0:
+                limits.append(quota / period)
+    for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):  # cgroup v1
+        if not (root / mount).is_dir():
+            continue
+        for directory in _ancestors(root / mount, paths.get("cpu", "")):
+            try:
+                quota = int(_read(directory / "cpu.cfs_quota_us") or "-1")
+                period = int(_read(directory / "cpu.cfs_period_us") or "0")
+            except ValueError:
+                continue
+            if quota > 0 and period > 0:
+                limits.append(quota / period)
+        break
+    return min(limits) if limits else None
+
+
+def usable_cores(root: Union[str, Path, None] = None,
+                 proc_cgroup: Union[str, Path, None] = None) -> int:
+    """The cores this process may use: its CPU affinity mask (else ``os.cpu_count()``), capped
+    by the cgroup CPU quota (:func:`cgroup_cpu_limit`), a fractional quota rounded up (1.5 CPUs
+    keep 2 workers busy between them), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    limit = cgroup_cpu_limit(root, proc_cgroup)
+    if limit is not None:
+        cores = min(cores, math.ceil(limit))
+    return max(1, cores)
 
 
 def cpu_fields(cpuinfo: Union[str, Path] = CPUINFO) -> Dict[str, str]:
