@@ -6,6 +6,7 @@ import gzip
 import json
 import multiprocessing
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -401,3 +402,89 @@ def test_separate_vocab_flags_are_refused_for_the_builtin_corpus(tmp_path, capsy
     err = error_line(main(["prepare-data", "--data-dir", str(tmp_path / "d"), "--separate-vocab"]),
                      capsys)
     assert "--separate-vocab would be ignored: own-corpus flags need" in err
+
+
+def test_shards_and_buckets_are_fsynced_before_the_state_claims_them(tmp_path, corpus, monkeypatch):
+    """A power loss must not leave a state.json that claims a shard or the buckets whose bytes
+    were still in the page cache: each is fsynced (and its directory) before the save."""
+    import os
+
+    from tf_nmt.data.own_corpus import staging
+
+    _, flags = corpus
+    events, real_fsync, real_save = [], os.fsync, staging.Staging.save
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def save(self):
+        names = {info["name"] for info in self.state["shards"].values()}
+        events.append(("save", "distribute" in self.state, names))
+        return real_save(self)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(staging.Staging, "save", save)
+    assert prepare(tmp_path / "data", *flags, "--dev-size", "20") == 0
+    synced = set()
+    first_distribute = True
+    for event in events:
+        if event[0] == "fsync":
+            synced.add(Path(event[1]))
+            continue
+        _, distributed, shard_names = event
+        buckets = tmp_path / "data.partial" / "work" / "buckets"
+        if distributed and first_distribute:
+            first_distribute = False
+            assert {buckets / f"bucket-{i:05d}.tsv" for i in range(8)} | {buckets} <= synced
+        shard_dir = tmp_path / "data.partial" / "out" / "shards"
+        for name in shard_names:
+            assert shard_dir / f".{name}.tmp" in synced, f"{name} claimed before its fsync"
+        if shard_names:
+            assert shard_dir in synced
+    assert not first_distribute
+
+
+def test_a_leftover_partial_of_a_finished_build_is_removed_on_the_next_run(
+        tmp_path, corpus, monkeypatch, capsys):
+    from tf_nmt.data.own_corpus import staging
+
+    _, flags = corpus
+    flags = [*flags, "--dev-size", "20"]
+    data, partial = tmp_path / "data", tmp_path / "data.partial"
+    real = staging.Staging.discard
+
+    def killed(self):
+        raise KeyboardInterrupt("killed between the replace and the clean-up")
+
+    monkeypatch.setattr(staging.Staging, "discard", killed)
+    assert prepare(data, *flags) == 130
+    monkeypatch.setattr(staging.Staging, "discard", real)
+    assert read_prepared(data).own and (partial / "work" / "buckets").is_dir()  # the leftover
+    capsys.readouterr()
+    assert prepare(data, *flags) == 0  # a cache hit, and the leftover goes
+    out = capsys.readouterr().out
+    assert "cache hit" in out and f"removed {partial}: the leftover" in out
+    assert not partial.exists()
+
+    # the same kill, then the user deletes DATA_DIR: the partial's output was moved, so it is not
+    # resumed (it has no vocabulary or held-out files left) but removed, and the corpus rebuilt
+    other, other_partial = tmp_path / "other", tmp_path / "other.partial"
+    monkeypatch.setattr(staging.Staging, "discard", killed)
+    assert prepare(other, *flags) == 130
+    monkeypatch.setattr(staging.Staging, "discard", real)
+    shutil.rmtree(other)
+    capsys.readouterr()
+    assert prepare(other, *flags) == 0
+    assert f"removed {other_partial}: the leftover of a finished build" in capsys.readouterr().out
+    assert read_prepared(other).own and not other_partial.exists()
+
+    # a partial build of other parameters is kept on a cache hit, and said
+    monkeypatch.setattr(shards, "write_shard", lambda path, records: (_ for _ in ()).throw(
+        KeyboardInterrupt("killed")))
+    assert prepare(data, *flags[:-1], "21", "--force") == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert prepare(data, *flags) == 0
+    assert f"note: {partial} holds a partial build of other inputs" in capsys.readouterr().out
+    assert partial.exists()

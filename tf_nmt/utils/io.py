@@ -196,11 +196,16 @@ def fsync_tree(root: PathLike) -> None:
     for folder, _dirs, files in os.walk(root):
         for name in files:
             path = os.path.join(folder, name)
-            if os.path.islink(path):
-                continue
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if not os.path.islink(path):
+                fsync_file(path)
         fsync_directory(folder)
+
+
+def fsync_file(path: PathLike) -> None:
+    """fsync the file ``path`` (written by a library that does not, e.g. TFRecordWriter), so its
+    bytes are on disk before a rename or a record claims it is finished."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

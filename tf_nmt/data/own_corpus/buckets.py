@@ -12,6 +12,8 @@ import hashlib
 from pathlib import Path
 from typing import List
 
+from tf_nmt.utils.io import fsync_directory, fsync_tree
+
 FLUSH_BYTES = 64 << 20  # buffered across all buckets
 
 
@@ -47,3 +49,10 @@ class BucketWriter:
                     handle.write(b"".join(lines))
                 lines.clear()
         self._buffered = 0
+
+    def finish(self) -> None:
+        """Flush and fsync every bucket file and their directory: the state then records the
+        distribute pass as done, and a resume reads the buckets instead of rewriting them."""
+        self.flush()
+        fsync_tree(self.directory)
+        fsync_directory(self.directory.parent)

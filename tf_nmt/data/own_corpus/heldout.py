@@ -13,6 +13,8 @@ import random
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
+from tf_nmt.utils.io import fsync_directory
+
 from .clean import Counts, new_counts, normalize_pair
 from .inputs import PairReader, Source
 
@@ -64,6 +66,7 @@ def _write_lines(path: Path, lines: Iterable[str]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+    fsync_directory(path.parent)
 
 
 def write_split(paths: Tuple[Path, Path], pairs: Sequence[Tuple[str, str]]) -> None:

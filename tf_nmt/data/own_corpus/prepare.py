@@ -35,7 +35,7 @@ from .errors import OwnCorpusError
 from .heldout import Reservoir, carve, read_given, read_sources, write_split
 from .inputs import PairReader, Source, check_exist, fingerprint
 from .progress import Progress
-from .staging import Staging, build_key, cached_or_refused
+from .staging import Staging, build_key, cached_or_refused, clear_leftover
 from .vocab import (SAMPLE_FILES, VocabSample, check_same_ids, learn, learned_size,
                     load_user_model, model_facts, separate_models, write_sample)
 
@@ -213,7 +213,7 @@ def _distribute(options: OwnCorpusOptions, staging: Staging, shard_count: int, l
         buckets.add(src, tgt)
         if sample is not None:
             sample.add(src, tgt)
-    buckets.flush()
+    buckets.finish()
     sentences = sample.sentences() if sample is not None else []
     if options.separate:  # one file per side (sentences alternate source, target)
         for side, name in enumerate(SAMPLE_FILES):
@@ -379,6 +379,7 @@ def prepare_own_corpus(options: OwnCorpusOptions, log: Log = log_flush) -> Dict[
     if cached is not None:
         log(f"own corpus cache hit: {data_dir} already holds this corpus (same inputs and "
             "parameters); nothing rewritten")
+        clear_leftover(data_dir, key, log)
         log(summary_table(cached))
         return cached
     assert staging is not None

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from tf_nmt.utils.io import fsync_directory, fsync_file
+
 from . import encode_worker
 from .buckets import bucket_path
 
@@ -23,14 +25,17 @@ def shard_name(index: int, count: int) -> str:
 
 
 def write_shard(path: Path, records: Sequence[bytes]) -> int:
-    """Write ``records`` as the TFRecord file ``path`` (temp name, then rename); its size."""
+    """Write ``records`` as the TFRecord file ``path`` (temp name, fsync, rename, fsync of the
+    directory: durable before the state claims it); its size."""
     from tf_nmt.compat import tf
 
     tmp = path.with_name(f".{path.name}.tmp")
     with tf.io.TFRecordWriter(str(tmp)) as writer:
         for record in records:
             writer.write(record)
+    fsync_file(tmp)  # the state records the shard as finished right after
     os.replace(tmp, path)
+    fsync_directory(path.parent)
     return path.stat().st_size
 
 
@@ -54,6 +59,7 @@ def encode_shards(buckets: Path, shards: Path, count: int, pending: Sequence[int
     ``proto`` encodes both sides, or only the targets when ``source_proto`` (separate
     vocabularies) encodes the sources."""
     shards.mkdir(parents=True, exist_ok=True)
+    fsync_directory(shards.parent)
     tasks = [(index, str(bucket_path(buckets, index)), seed) for index in pending]
     for result in _results(tasks, proto, heldout, workers, source_proto):
         name = shard_name(result["index"], count)

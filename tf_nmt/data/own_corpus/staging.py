@@ -49,7 +49,12 @@ class Staging:
         self.state: Dict[str, Any] = {"key": key, "shards": {}, "timings": {}}
         if self.root.exists():
             state = _read_json(self.root / "state.json")
-            if state is not None and state.get("key") == key:
+            if state is not None and state.get("key") == key and "vocab" in state \
+                    and not self.out.is_dir():
+                log(f"removed {self.root}: the leftover of a finished build whose clean-up was "
+                    "interrupted (its output was already moved)")
+                shutil.rmtree(self.root)
+            elif state is not None and state.get("key") == key:
                 self.state = state
                 done = [p for p in ("validate", "distribute", "vocab") if p in state]
                 log(f"resuming the partial build in {self.root} (done: "
@@ -72,6 +77,22 @@ class Staging:
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def clear_leftover(data_dir: Path, key: str, log: Log) -> None:
+    """Remove ``DATA_DIR.partial`` when DATA_DIR already holds its build ``key`` (a run killed
+    between replacing DATA_DIR and cleaning up leaves a copy of the corpus's buckets there);
+    a partial build of other inputs or parameters is kept, and said in one line."""
+    root = staging_path(data_dir)
+    if not root.exists():
+        return
+    state = _read_json(root / "state.json")
+    if state is not None and state.get("key") == key:
+        shutil.rmtree(root, ignore_errors=True)
+        log(f"removed {root}: the leftover of this build, whose clean-up was interrupted")
+    else:
+        log(f"note: {root} holds a partial build of other inputs or parameters; re-run that "
+            "command to resume it, or delete it")
 
 
 def _incomplete(data_dir: Path, manifest: Dict[str, Any]) -> Optional[str]:
