@@ -18,7 +18,7 @@ from tf_nmt.data.builtin_corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
-from tf_nmt.utils import allocator
+from tf_nmt.utils import allocator, quiet
 
 
 def _config(args: argparse.Namespace, **keys: Any):
@@ -427,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the Keras tf-nmt's models are built on: 2 (tf_keras, the default) "
                              "or 3; the same as the environment variable TF_NMT_KERAS, which "
                              "processes started by horovodrun inherit")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's and SentencePiece's start-up log lines (no CUDA "
+                             "driver, oneDNN, CPU instructions, SentencePiece's normaliser), "
+                             "hidden by default; real warnings and errors are always shown")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_prepare_data(sub)
     _add_train(sub)
@@ -450,6 +454,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"tf-nmt: error: {err}", file=sys.stderr)
             return 2
     args = build_parser().parse_args(argv)
+    if argv is None and not args.verbose:  # before TensorFlow loads; children inherit it
+        quiet.hide_startup_noise()
     try:
         if args.keras:
             choose_keras(args.keras)

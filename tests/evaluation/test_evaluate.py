@@ -30,6 +30,9 @@ def test_report_matches_the_written_hypotheses(trained):
     assert report["bleu"] == pytest.approx(corpus_bleu(hyps, refs).score)
     assert [e["hypothesis"] for e in report["examples"]] == hyps[:5]
     assert any(line.startswith("BLEU = ") for line in lines)
+    # no quantised matmuls in this model: no matmul engine is named (it would run nothing)
+    timing = next(line for line in lines if "sentences translated in" in line)
+    assert "matmuls" not in timing and timing.endswith(" weights)"), timing
 
 
 def test_missing_run_and_checkpoint_are_one_clear_error(trained, tmp_path):

@@ -51,8 +51,9 @@ def evaluate_run(run_dir: Path, split: str = "test", checkpoint: Optional[str] =
     bleu = corpus_bleu(hypotheses, references, tokenize)
     chrf = corpus_chrf(hypotheses, references)
     baseline = copy_baseline(sources, references, tokenize)
+    quantised = getattr(model, "activation_quantization", None) is not None  # else no engine runs
     log(f"{split}: {len(pairs)} sentences translated in {seconds:.1f} s (beam {beam}, alpha {alpha}, "
-        f"matmuls: {matmuls.name}, {weights} weights)")
+        + (f"matmuls: {matmuls.name}, " if quantised else "") + f"{weights} weights)")
     log(f"BLEU = {bleu.score:.2f}  [{bleu.text}]")
     log(f"chrF = {chrf.score:.2f}")
     log(f"copy-the-source baseline BLEU = {baseline.score:.2f}")
