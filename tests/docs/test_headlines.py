@@ -76,3 +76,23 @@ def test_a_wrong_or_dangling_figure_is_caught(tmp_path):
     assert seen == 3 and len(problems) == 3
     assert "README says 9.69" in problems[0] and "no number at a.c" in problems[1]
     assert "missing.json does not exist" in problems[2]
+
+
+def test_the_experiments_index_figures_equal_their_results_files():
+    seen, problems = check_figures((REPO / "experiments" / "README.md").read_text())
+    assert not problems, "\n".join(problems)
+    assert seen >= 6  # the en-ru row's, at least
+
+
+def test_a_bleu_headline_gives_its_copy_baseline_and_where_its_start_was_measured():
+    """A BLEU on in-domain text means little without what copying the source scores there, and
+    a "from X" baseline must say at which step it was taken (the en-ru run's first score is at
+    step 250, not step 0)."""
+    en_ru = "experiments/second_pair/results/en-ru.json"
+    for path, rel in (("README.md", en_ru), ("experiments/README.md", en_ru)):
+        rows = [r for r in (REPO / path).read_text().splitlines()
+                if r.startswith("|") and f"{rel} end.bleu" in r]
+        assert len(rows) == 1, (path, rows)
+        for key in ("end.copy_baseline_bleu", "start.bleu", "start.step", "end.step"):
+            assert f"<!-- fig {rel} {key} -->" in rows[0], (path, key)
+        assert "in-domain" in rows[0] and "copying the source" in rows[0], path
