@@ -441,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quantize(sub)
     _add_average_checkpoints(sub)
     _add_quickstart(sub)
+    __import__("tf_nmt.commands.plan", fromlist=["add_plan_parser"]).add_plan_parser(sub)
     return parser
 
 

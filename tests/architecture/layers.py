@@ -28,6 +28,7 @@ LAYERS: Tuple[str, ...] = (
     "models",        # Transformer, GNMT, their layers; the activation quantiser (activation_quant/)
     "quantization",  # low-bit weight codecs, packed files, re-training under quantisation
     "distributed",   # process context, collectives, gradient communication, byte accounting
+    "planning",      # tf-nmt plan's performance model: alpha-beta collectives, probe, byte counts
     "inference",     # what reads an export: formats, the serving graph, CTranslate2 translation
     "run_dir",       # a run directory: layout, resume guard, building and restoring its model
     "evaluation",    # beam-search translation, BLEU

@@ -1,0 +1,124 @@
+"""tf-nmt plan: the alpha-beta model against cases computed by hand, argument errors, and a tiny
+end-to-end plan with a tiny probe."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tf_nmt import cli
+from tf_nmt.commands.plan import parse_nodes, plan
+from tf_nmt.errors import UsageError
+from tf_nmt.planning import model as pm
+from tf_nmt.planning.network import network
+
+TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff_dim=64",
+        "data.vocab_size=500", "data.batch_tokens=256"]
+
+
+def test_one_ring_allreduce_by_hand():
+    # 100 MB over 4 ranks on 1 Gbit/s (125e6 B/s), alpha 50 us:
+    # 2 * 3/4 * 1e8 / 1.25e8 = 1.2 s, plus 2 * 3 * 50e-6 = 0.0003 s.
+    net = network("1gbit")
+    assert net.bandwidth_Bps == 125e6 and net.alpha_s == pytest.approx(50e-6)
+    assert pm.ring_allreduce_s(1e8, 4, net) == pytest.approx(1.2003)
+    # the same through the step model: one fused buffer (1e8 < 128 MiB) plus one 1 ms cycle
+    step = pm.StepBytes(allreduce=1e8)
+    assert pm.exchange_s(step, 4, 1, net) == pytest.approx(1.2013)
+    assert pm.link_bytes(step, 4, 1) == pytest.approx(1.5e8)
+
+
+def test_allgather_fusion_and_hierarchy_by_hand():
+    net = network("custom", alpha_us=10, bandwidth_gbit=8)  # 1e9 B/s
+    # 8 ranks with 1e6-byte slices: 7/8 * 8e6 / 1e9 + 7 * 1e-5 = 0.00707 s
+    assert pm.ring_allgather_s(8e6, 8, net) == pytest.approx(0.00707)
+    # 3 fused buffers of 100 MiB each, 2 ranks: 3 * (1/2 * 2 * 100 MiB / 1e9 + 2e-5 + cycle)
+    hvd = pm.Horovod(fusion_bytes=100 * 2 ** 20, cycle_s=0.0)
+    size = 300 * 2 ** 20
+    assert pm.exchange_s(pm.StepBytes(allreduce=size), 2, 1, net, hvd) == pytest.approx(
+        3 * (100 * 2 ** 20 / 1e9 + 2e-5))
+    # 2 nodes x 4 ranks: within the node over the intra-node link, then across the 2 nodes
+    intra = network("custom", alpha_us=1, bandwidth_gbit=400)
+    expect = (2 * 3 / 4 * 1e8 / 50e9 + 6e-6) + (1e8 / 1e9 + 2e-5)
+    assert pm.allreduce_s(1e8, 2, 4, net, intra) == pytest.approx(expect)
+
+
+def test_overlap_hides_exchange_up_to_the_backward_pass():
+    assert pm.step_s(0.3, 0.1, overlap=1.0) == pytest.approx(0.3)  # 0.1 < 2/3 * 0.3
+    assert pm.step_s(0.3, 0.5, overlap=1.0) == pytest.approx(0.6)
+    assert pm.step_s(0.3, 0.1, overlap=0.0) == pytest.approx(0.4)
+
+
+def test_node_lists():
+    assert parse_nodes("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert parse_nodes("2,5,...,11") == [2, 5, 8, 11]  # arithmetic when not a multiple
+    assert parse_nodes("3,5") == [3, 5]
+    for bad in ("1,2,4,...,100", "0,1", "4,2", "1,...,8", "a", "1,2,4,..."):
+        with pytest.raises(UsageError):
+            parse_nodes(bad)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--preset", "transformer-base"], "needs --nodes"),
+    (["plan", "--preset", "transformer-base", "--nodes", "1,x"], "not a positive integer"),
+    (["plan", "--nodes", "1,2", "--network", "2gbit"], "unknown network"),
+    (["plan", "--nodes", "1,2", "--network", "custom", "--alpha-us", "3"], "needs both"),
+    (["plan", "--nodes", "1,2", "--bandwidth-gbit", "0"], "must be > 0"),
+    (["plan", "--nodes", "1,2", "--overlap", "1.5"], "--overlap"),
+    (["plan", "--nodes", "1,2", "--compute-factor", "0"], "--compute-factor"),
+    (["plan", "--probe", "--nodes", "1,2"], "would be ignored"),
+    (["plan", "--probe", "--steps", "10"], "would be ignored"),
+    (["plan", "--nodes", "1,2", "--compute-seconds", "1", "--probe-file", "x.json"], "not both"),
+])
+def test_bad_arguments_are_one_line_errors(argv, message, capsys, tmp_path):
+    argv = [*argv, "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_non_empty_out_is_not_overwritten(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    argv = ["plan", "--set", TINY[0], "--nodes", "1,2", "--compute-seconds", "1",
+            "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_tiny_end_to_end_plan_and_probe_file(tmp_path):
+    probe = plan("quickstart", TINY, [], out=tmp_path / "probe", probe_only=True, probe_steps=2,
+                 quiet=True)
+    assert probe["step_s"] > 0
+    result = plan("quickstart", TINY, [1, 2, 4], ranks_per_node=2, network="1gbit",
+                  out=tmp_path / "plan", probe_file=tmp_path / "probe" / "probe.json",
+                  compute_factor=2.0, steps=100, quiet=True)
+    written = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert written["rows"] == json.loads(json.dumps(result["rows"]))
+    assert (tmp_path / "plan" / "plan.png").read_bytes()[:4] == b"\x89PNG"
+    rows = result["rows"]
+    assert rows[0]["compute_s"] == pytest.approx(probe["step_s"] / 2)
+    grads = result["gradients"]
+    assert result["step_bytes"]["allreduce"] == grads["embedding_bytes"] + grads["rest_bytes"]
+    assert grads["parameters"] * 4 == grads["embedding_bytes"] + grads["rest_bytes"]
+    net = network("1gbit")
+    for row in rows:
+        expect = pm.exchange_s(pm.StepBytes(allreduce=grads["parameters"] * 4), row["nodes"], 2, net)
+        assert row["exchange_s"] == pytest.approx(expect)
+        assert row["step_s"] >= row["compute_s"]
+        assert row["time_to_steps_s"] == pytest.approx(100 * row["step_s"])
+    assert rows[0]["weak_efficiency"] == pytest.approx(1.0)
+    # a probe of another model is refused
+    with pytest.raises(UsageError, match="probed"):
+        plan("quickstart", [*TINY, "model.ff_dim=128"], [1, 2], out=tmp_path / "other",
+             probe_file=tmp_path / "probe" / "probe.json", quiet=True)
+
+
+def test_graddrop_and_periodic_modes_count_their_bytes(tmp_path):
+    sets = [*TINY, "train.comm=graddrop", "train.drop_ratio=0.99"]
+    result = plan("quickstart", sets, [1, 2], out=tmp_path / "g", compute_seconds=1.0,
+                  quiet=True)
+    total = result["gradients"]["parameters"]
+    assert result["step_bytes"]["allgather_slice"] == pytest.approx(0.01 * total * 8)
+    result = plan("quickstart", [*TINY, "train.comm=fedavg", "train.average_every=10"], [1, 2],
+                  out=tmp_path / "f", compute_seconds=1.0, quiet=True)
+    assert result["step_bytes"]["periodic"] == total * 4 and result["step_bytes"]["period"] == 10

@@ -1,0 +1,176 @@
+"""The alpha-beta model of one training step on N ranks.
+
+Collectives (per rank, ring algorithms; alpha latency, beta bandwidth):
+
+* allreduce of ``b`` bytes over N ranks: ``2 (N-1)/N * b / beta + 2 (N-1) alpha``;
+* allgather where the ranks' slices total ``t`` bytes: ``(N-1)/N * t / beta + (N-1) alpha``;
+* hierarchical when ``r`` ranks share each of M nodes (Horovod's hierarchical allreduce): a
+  reduce-scatter among a node's ranks, an allreduce among the nodes (the r node-local rings share
+  the node's link, so the link carries the whole tensor), then an allgather within the node.
+
+Horovod's tensor fusion packs the gradients into buffers of ``fusion_bytes`` (HOROVOD_FUSION_THRESHOLD);
+each buffer is one collective and waits for one cycle (HOROVOD_CYCLE_TIME). The defaults are
+Horovod's since 0.21 (128 MiB and 1 ms, its changelog, PR 2468; the tensor-fusion page still says
+64 MB and 5 ms, the older values). The exchange overlaps the backward pass: ``overlap`` is the fraction of the
+backward time (``BACKWARD_SHARE`` of the compute) that can hide exchange.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+from tf_nmt.errors import UsageError
+from tf_nmt.planning.network import Network, intra_node
+
+#: backward's share of a forward+backward+update step (backward costs about twice the forward)
+BACKWARD_SHARE = 2.0 / 3.0
+FUSION_BYTES = 128 * 1024 * 1024
+CYCLE_S = 1e-3
+
+
+def ring_allreduce_s(nbytes: float, ranks: int, net: Network) -> float:
+    """Seconds of one ring allreduce of ``nbytes`` over ``ranks`` ranks."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    return 2.0 * (ranks - 1) / ranks * nbytes / net.bandwidth_Bps + 2 * (ranks - 1) * net.alpha_s
+
+
+def ring_allgather_s(total_bytes: float, ranks: int, net: Network) -> float:
+    """Seconds of one ring allgather whose slices total ``total_bytes``."""
+    if ranks <= 1 or total_bytes <= 0:
+        return 0.0
+    return (ranks - 1) / ranks * total_bytes / net.bandwidth_Bps + (ranks - 1) * net.alpha_s
+
+
+def allreduce_s(nbytes: float, nodes: int, ranks_per_node: int, net: Network,
+                intra: Optional[Network] = None) -> float:
+    """Allreduce over ``nodes`` x ``ranks_per_node`` ranks (hierarchical when they share nodes)."""
+    if ranks_per_node == 1:
+        return ring_allreduce_s(nbytes, nodes, net)
+    intra = intra or intra_node()
+    r = ranks_per_node
+    inside = ring_allreduce_s(nbytes, r, intra)  # reduce-scatter + allgather within the node
+    return inside + ring_allreduce_s(nbytes, nodes, net)
+
+
+def allgather_s(slice_bytes: float, nodes: int, ranks_per_node: int, net: Network,
+                intra: Optional[Network] = None) -> float:
+    """Allgather of one ``slice_bytes`` slice per rank over all ranks."""
+    ranks = nodes * ranks_per_node
+    total = slice_bytes * ranks
+    if ranks_per_node == 1:
+        return ring_allgather_s(total, nodes, net)
+    intra = intra or intra_node()
+    return (ring_allgather_s(slice_bytes * ranks_per_node, ranks_per_node, intra)
+            + ring_allgather_s(total, nodes, net) + _bcast_s(total, ranks_per_node, intra))
+
+
+def _bcast_s(nbytes: float, ranks: int, net: Network) -> float:
+    """The gathered buffer passed on within a node (pipelined ring broadcast)."""
+    if ranks <= 1:
+        return 0.0
+    return nbytes / net.bandwidth_Bps + (ranks - 1) * net.alpha_s
+
+
+@dataclass(frozen=True)
+class StepBytes:
+    """What one rank hands to the collectives per optimizer step, by kind (bytes)."""
+
+    allreduce: float = 0.0        # dense tensors allreduced every step
+    allgather_slice: float = 0.0  # this rank's slice of an allgather every step
+    periodic: float = 0.0         # a parameter average every ``period`` steps
+    period: int = 1
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Horovod:
+    """Tensor fusion, cycle time and overlap with backward."""
+
+    fusion_bytes: float = FUSION_BYTES
+    cycle_s: float = CYCLE_S
+    overlap: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.overlap <= 1.0:
+            raise UsageError(f"--overlap must be in [0, 1], got {self.overlap}")
+        if not self.fusion_bytes > 0:
+            raise UsageError(f"--fusion-mb must be > 0, got {self.fusion_bytes / 2**20}")
+        if not self.cycle_s >= 0:
+            raise UsageError(f"--cycle-ms must be >= 0, got {self.cycle_s * 1e3}")
+
+
+def exchange_s(step: StepBytes, nodes: int, ranks_per_node: int, net: Network,
+               hvd: Horovod = Horovod()) -> float:
+    """Seconds of one step's gradient exchange (not counting overlap)."""
+    if nodes * ranks_per_node <= 1:
+        return 0.0
+    total = 0.0
+    if step.allreduce > 0:
+        buffers = math.ceil(step.allreduce / hvd.fusion_bytes)
+        size = step.allreduce / buffers
+        total += buffers * (allreduce_s(size, nodes, ranks_per_node, net) + hvd.cycle_s)
+    if step.allgather_slice > 0:
+        total += allgather_s(step.allgather_slice, nodes, ranks_per_node, net) + hvd.cycle_s
+    if step.periodic > 0:
+        total += allreduce_s(step.periodic, nodes, ranks_per_node, net) / step.period
+    return total
+
+
+def link_bytes(step: StepBytes, nodes: int, ranks_per_node: int) -> float:
+    """Bytes one node sends on its link per step (ring algorithms, between nodes)."""
+    if nodes <= 1:
+        return 0.0
+    m = nodes
+    ranks = nodes * ranks_per_node
+    sent = 2.0 * (m - 1) / m * step.allreduce
+    sent += (m - 1) / m * step.allgather_slice * ranks
+    sent += 2.0 * (m - 1) / m * step.periodic / step.period
+    return sent
+
+
+def step_s(compute_s: float, exchange: float, overlap: float) -> float:
+    """A step's seconds: compute, plus the exchange that backward does not hide."""
+    hidden = overlap * BACKWARD_SHARE * compute_s
+    return compute_s + max(0.0, exchange - hidden)
+
+
+def table(nodes_list: Sequence[int], ranks_per_node: int, compute_s: float, tokens_per_rank: float,
+          weak: StepBytes, strong: StepBytes, net: Network, hvd: Horovod = Horovod(),
+          steps: Optional[int] = None, tokens: Optional[float] = None) -> List[Dict[str, Any]]:
+    """One row per node count: weak scaling (the per-rank batch fixed) and strong scaling (the
+    global batch of the first row fixed, compute proportional to tokens per rank).
+
+    ``strong``: the step bytes at the first row's rank count's global batch split over N (equal
+    to ``weak`` except for per-rank slices, which shrink with the batch: they are scaled here)."""
+    rows = []
+    base_ranks = nodes_list[0] * ranks_per_node
+    base = None
+    for nodes in nodes_list:
+        ranks = nodes * ranks_per_node
+        ex = exchange_s(weak, nodes, ranks_per_node, net, hvd)
+        t = step_s(compute_s, ex, hvd.overlap)
+        tps = ranks * tokens_per_rank / t
+        share = base_ranks / ranks
+        s_bytes = StepBytes(strong.allreduce, strong.allgather_slice * share, strong.periodic,
+                            strong.period)
+        s_compute = compute_s * share
+        s_ex = exchange_s(s_bytes, nodes, ranks_per_node, net, hvd)
+        s_t = step_s(s_compute, s_ex, hvd.overlap)
+        if base is None:
+            base = {"tps_per_rank": tps / ranks, "strong_t": s_t}
+        row = {"nodes": nodes, "ranks": ranks, "compute_s": compute_s, "exchange_s": ex,
+               "exposed_exchange_s": t - compute_s, "step_s": t, "tokens_per_s": tps,
+               "link_bytes_per_step": link_bytes(weak, nodes, ranks_per_node),
+               "weak_efficiency": (tps / ranks) / base["tps_per_rank"],
+               "strong_step_s": s_t,
+               "strong_efficiency": base["strong_t"] / (s_t * ranks / base_ranks)}
+        if steps is not None:
+            row["time_to_steps_s"] = steps * t
+        if tokens is not None:
+            row["time_to_tokens_s"] = tokens / tps
+        rows.append(row)
+    return rows
