@@ -91,12 +91,13 @@ def meta(run):
 
 
 def translate_dev(run, data):
-    """tf-nmt's in-process translation of the dev sources with ``run``'s latest checkpoint."""
+    """tf-nmt's in-process translation of the dev sources with ``run``'s latest checkpoint (its
+    raw weights: the EMA, which loaders default to where a run keeps one, is tested apart)."""
     from tf_nmt.data.data_dir import load_split
     from tf_nmt.inference.serving_graph import make_translate_fn, translate_texts
     from tf_nmt.run_dir import load_trained_model
 
-    model, tokenizer, cfg = load_trained_model(run)
+    model, tokenizer, cfg = load_trained_model(run, weights="raw")
     pairs = load_split(data, "dev")
     fn = make_translate_fn(model, tokenizer, BEAM, cfg.decode.length_penalty)
     sources = [s for s, _ in pairs]
