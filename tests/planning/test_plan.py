@@ -122,3 +122,16 @@ def test_graddrop_and_periodic_modes_count_their_bytes(tmp_path):
     result = plan("quickstart", [*TINY, "train.comm=fedavg", "train.average_every=10"], [1, 2],
                   out=tmp_path / "f", compute_seconds=1.0, quiet=True)
     assert result["step_bytes"]["periodic"] == total * 4 and result["step_bytes"]["period"] == 10
+
+
+def test_strong_scaling_shrinks_batch_slices_but_not_graddrop_pairs():
+    net, hvd = network("10gbit"), pm.Horovod(overlap=0.0)  # nothing hidden: bytes show
+    follows = pm.StepBytes(allgather_slice=4e6)
+    fixed = pm.StepBytes(allgather_slice=4e6, slice_follows_batch=False)
+    rows = pm.table([1, 4], 1, 1.0, 1000, follows, follows, net, hvd)
+    kept = pm.table([1, 4], 1, 1.0, 1000, fixed, fixed, net, hvd)
+    # a quarter of the batch per rank: a quarter of the compute; its slices 1e6 (graddrop: 4e6)
+    quarter = pm.exchange_s(pm.StepBytes(allgather_slice=1e6), 4, 1, net, hvd)
+    assert rows[1]["strong_step_s"] == pytest.approx(pm.step_s(0.25, quarter, 0.0))
+    assert kept[1]["strong_step_s"] == pytest.approx(
+        pm.step_s(0.25, pm.exchange_s(fixed, 4, 1, net, hvd), 0.0))

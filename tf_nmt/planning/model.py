@@ -81,6 +81,7 @@ class StepBytes:
     allgather_slice: float = 0.0  # this rank's slice of an allgather every step
     periodic: float = 0.0         # a parameter average every ``period`` steps
     period: int = 1
+    slice_follows_batch: bool = True  # dense mode's embedding rows; graddrop's pairs do not
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -92,7 +93,7 @@ class Horovod:
 
     fusion_bytes: float = FUSION_BYTES
     cycle_s: float = CYCLE_S
-    overlap: float = 1.0
+    overlap: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.overlap <= 1.0:
@@ -144,8 +145,8 @@ def table(nodes_list: Sequence[int], ranks_per_node: int, compute_s: float, toke
     """One row per node count: weak scaling (the per-rank batch fixed) and strong scaling (the
     global batch of the first row fixed, compute proportional to tokens per rank).
 
-    ``strong``: the step bytes at the first row's rank count's global batch split over N (equal
-    to ``weak`` except for per-rank slices, which shrink with the batch: they are scaled here)."""
+    ``strong``: the step bytes at the first row's batch per rank; per-rank slices that follow
+    the batch (``slice_follows_batch``) shrink with it."""
     rows = []
     base_ranks = nodes_list[0] * ranks_per_node
     base = None
@@ -155,8 +156,8 @@ def table(nodes_list: Sequence[int], ranks_per_node: int, compute_s: float, toke
         t = step_s(compute_s, ex, hvd.overlap)
         tps = ranks * tokens_per_rank / t
         share = base_ranks / ranks
-        s_bytes = StepBytes(strong.allreduce, strong.allgather_slice * share, strong.periodic,
-                            strong.period)
+        s_slice = strong.allgather_slice * (share if strong.slice_follows_batch else 1.0)
+        s_bytes = StepBytes(strong.allreduce, s_slice, strong.periodic, strong.period)
         s_compute = compute_s * share
         s_ex = exchange_s(s_bytes, nodes, ranks_per_node, net, hvd)
         s_t = step_s(s_compute, s_ex, hvd.overlap)

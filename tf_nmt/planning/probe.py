@@ -69,7 +69,7 @@ def step_bytes(cfg: Config, grads: Gradients, tokens_per_rank: float) -> StepByt
         return StepBytes(allreduce=grads.rest_bytes, allgather_slice=float(slice_bytes))
     if t.comm == "graddrop":
         kept = (1.0 - t.drop_ratio) * grads.total_bytes / accounting.itemsize("float32")
-        return StepBytes(allgather_slice=kept * PAIR_BYTES)
+        return StepBytes(allgather_slice=kept * PAIR_BYTES, slice_follows_batch=False)
     if t.comm in ("fedavg", "bmuf"):
         return StepBytes(periodic=float(grads.total_bytes), period=int(t.average_every))
     raise UsageError(f"tf-nmt plan has no model for train.comm={t.comm}")
