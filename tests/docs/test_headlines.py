@@ -78,6 +78,12 @@ def test_a_wrong_or_dangling_figure_is_caught(tmp_path):
     assert "missing.json does not exist" in problems[2]
 
 
+def test_the_planning_figures_equal_their_results_file():
+    seen, problems = check_figures((REPO / "experiments" / "planning" / "README.md").read_text())
+    assert not problems, "\n".join(problems)
+    assert seen >= 13  # every predicted figure of the seeds' table
+
+
 def test_the_experiments_index_figures_equal_their_results_files():
     seen, problems = check_figures((REPO / "experiments" / "README.md").read_text())
     assert not problems, "\n".join(problems)
