@@ -421,6 +421,13 @@ def _add_quickstart(sub) -> None:
     p.set_defaults(func=cmd_quickstart)
 
 
+def _add_plan(sub) -> None:
+    """``tf-nmt plan``: its flags are declared beside the command (no TensorFlow loaded)."""
+    from tf_nmt.commands.plan import add_plan_parser
+
+    add_plan_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
     parser.add_argument("--keras", choices=("2", "3"),
@@ -441,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quantize(sub)
     _add_average_checkpoints(sub)
     _add_quickstart(sub)
-    __import__("tf_nmt.commands.plan", fromlist=["add_plan_parser"]).add_plan_parser(sub)
+    _add_plan(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from tf_nmt.modes import COMM_MODES, HOROVOD_MODES, SCHEDULE_KEYS  # noqa: F401 (re-exported)
 from tf_nmt.errors import UserError
 from tf_nmt.utils.io import write_text_atomic
 
@@ -99,11 +100,10 @@ MODEL_HPARAMS: Dict[str, Any] = {
 }
 
 
-# The gradient-communication modes ``train.comm`` accepts (tf_nmt.distributed.comm): Horovod with
+# The gradient-communication modes ``train.comm`` accepts and the schedules ``train.schedule``
+# names are registered in tf_nmt.modes (their keys and what each supports): Horovod with
 # IndexedSlices densified and allreduced (sparse_as_dense) or allgathered (dense), gradient
 # dropping (graddrop), model averaging (fedavg) and blockwise model-update filtering (bmuf).
-COMM_MODES = ("dense", "sparse_as_dense", "graddrop", "fedavg", "bmuf")
-HOROVOD_MODES = ("dense", "sparse_as_dense")  # averaged by Horovod's DistributedOptimizer
 
 # Keys that no longer exist: (section, key) -> (the value every saved config.yaml of older runs
 # holds, which is dropped when read from a file, and what to use instead). Any other value, or
@@ -185,8 +185,7 @@ class TrainConfig:
                 "`tf-nmt train`; in `tf-nmt train-async` each worker gradient's global norm "
                 "(Downpour)"})
     schedule: str = field(default="warmup_inverse_sqrt", metadata={
-        "choices": Choices(("warmup_inverse_sqrt", "inverse_sqrt", "linear_warmup", "step_decay",
-                            "constant"), "schedule"),
+        "choices": Choices(tuple(SCHEDULE_KEYS), "schedule"),
         "help": "learning-rate schedule: warmup_inverse_sqrt, inverse_sqrt, linear_warmup, "
                 "step_decay or constant"})
     schedule_implementation: str = field(default="python", metadata={

@@ -26,7 +26,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from tf_nmt.config import HOROVOD_MODES, Config, ConfigError
+from tf_nmt.config import Config, ConfigError
+from tf_nmt.modes import (BMUF_KEYS, GRADDROP_KEYS, HOROVOD_MODES, SCHEDULE_KEYS, WITHOUT_WARMUP,
+                          averages_parameters, averaging_modes_text)
 
 MODES: Tuple[str, ...] = ("train", "train-elastic", "train-async", "quickstart")
 MODE_LABELS = {"train": "tf-nmt train", "train-elastic": "tf-nmt train --elastic",
@@ -34,21 +36,7 @@ MODE_LABELS = {"train": "tf-nmt train", "train-elastic": "tf-nmt train --elastic
 SYNC = frozenset({"train", "train-elastic", "quickstart"})
 ALL = frozenset(MODES)
 
-# The train.* keys each learning-rate schedule's constructor takes (tf_nmt.training.schedules).
-SCHEDULE_KEYS: Dict[str, Tuple[str, ...]] = {
-    "warmup_inverse_sqrt": ("peak_lr", "warmup_steps"),
-    "inverse_sqrt": ("peak_lr", "warmup_steps"),
-    "linear_warmup": ("peak_lr", "warmup_steps"),
-    "step_decay": ("peak_lr", "decay_start", "decay_every", "decay_factor"),
-    "constant": ("peak_lr",),
-}
-# What a schedule becomes for a transfer child with train.init_warmup=false (its warm-up ramp
-# dropped); schedules not listed have no ramp to drop.
-WITHOUT_WARMUP = {"warmup_inverse_sqrt": "inverse_sqrt", "linear_warmup": "constant"}
-# The train.* keys only some train.comm modes read (tf_nmt.distributed.comm.settings).
-GRADDROP_KEYS = ("drop_ratio", "drop_threshold", "drop_warmup_steps", "drop_warmup_shape",
-                 "error_feedback", "local_gradients", "one_bit")
-BMUF_KEYS = ("bmuf_block_momentum", "bmuf_block_lr", "bmuf_nesterov")
+# Each schedule's keys, each comm mode's keys and what it supports: tf_nmt.modes.
 # The train.* keys only `tf-nmt train --elastic` reads (tf_nmt.training.elastic).
 ELASTIC_KEYS = ("elastic_commit_every", "elastic_max_retries")
 
@@ -94,10 +82,10 @@ def _comm_uses(modes: Tuple[str, ...], what: str) -> Condition:
 
 def _averages(cfg: Config) -> Optional[str]:
     t = cfg.train
-    if t.comm in ("fedavg", "bmuf") or (t.comm == "graddrop" and t.local_gradients):
+    if averages_parameters(t.comm, t.local_gradients):
         return None
-    return (f"train.comm={t.comm} does not average parameters (it applies to fedavg, bmuf, or "
-            "graddrop with train.local_gradients=true)")
+    return (f"train.comm={t.comm} does not average parameters (it applies to "
+            f"{averaging_modes_text()})")
 
 
 def _needs(key: str, on: Callable[[Config], bool], why: str) -> Condition:
@@ -191,6 +179,9 @@ def _build_usage() -> Dict[str, Usage]:
         # for its evaluate/translate/export (the quickstart's included).
         for f in dataclasses.fields(getattr(defaults, section)):
             usage[f"{section}.{f.name}"] = Usage()
+    # train-async's workers shuffle unseeded, each in its own order (one seed on every worker
+    # would give them all the same batches; tf_nmt.training.async_trainer)
+    usage["data.shuffle_seed"] = Usage(SYNC, "each worker shuffles in its own, unseeded order")
     for f in dataclasses.fields(defaults.train):
         key = f.name
         modes = SYNC if key in _ASYNC_OFF else ALL

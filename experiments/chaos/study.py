@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from experiments.lib import launcher
 from experiments.lib import common
 from tf_nmt.training.callbacks import read_progress_log
+from tf_nmt.modes import ELASTIC_MODES
 
 TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=32", "model.num_heads=2",
         "model.ff_dim=64", "model.dropout=0.0", "data.vocab_size=320", "data.batch_tokens=256",
@@ -37,9 +38,8 @@ TINY = ["model.kind=transformer", "model.num_layers=1", "model.d_model=32", "mod
 # A peer that stopped answering fails a collective after this long; it also bounds how long the
 # survivors wait in the rendezvous for a returning worker to start (import TensorFlow, build).
 GLOO_TIMEOUT_S = 60
-# The comm modes `tf-nmt train --elastic` supports (tf_nmt.training.elastic.ELASTIC_MODES; fedavg
-# and bmuf are refused), spelled out to keep TensorFlow unloaded; GradDrop's extra settings.
-ELASTIC_MODES = ("sparse_as_dense", "dense", "graddrop")
+# The comm modes `tf-nmt train --elastic` supports are tf_nmt.modes.ELASTIC_MODES (a module that
+# loads no TensorFlow); GradDrop's extra settings.
 MODE_OVERRIDES = {"graddrop": ["train.drop_ratio=0.9", "train.drop_warmup_steps=20"]}
 
 

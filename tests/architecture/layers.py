@@ -21,6 +21,7 @@ LAYERS: Tuple[str, ...] = (
     "errors",        # UserError: what the CLI prints as one line
     "utils",         # atomic file writes, the machine record, allocator
     "compat",        # tf and Keras 2, for everything above
+    "modes",         # the registry of comm modes and schedules: their keys, what each supports
     "config",        # config keys, types, presets; ConfigError
     "config_usage",  # which config keys each mode uses: the refusal table (tf_nmt.config_usage)
     "ops",           # the C++ op library and its Python wrappers

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from tf_nmt import distributed
+from tf_nmt import distributed, modes
 from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
@@ -45,7 +45,7 @@ from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokeni
                                      train, validate_config)
 
 ELASTIC_LOG = "elastic.jsonl"  # one JSON object per attempt, in the run directory (chief only)
-ELASTIC_MODES = ("sparse_as_dense", "dense", "graddrop")
+ELASTIC_MODES = modes.ELASTIC_MODES  # the comm modes whose state an elastic commit holds
 
 
 def check_elastic_config(cfg: Config) -> None:

@@ -43,6 +43,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError, TrainConfig
+from tf_nmt.modes import WITHOUT_WARMUP
 from tf_nmt.ops.loader import load_ops
 from tf_nmt.ops.lr_schedule import nmt_learning_rate
 
@@ -217,8 +218,8 @@ SCHEDULES: Dict[str, Dict[str, ScheduleClass]] = {
     "op": {"warmup_inverse_sqrt": OpWarmupInverseSqrt, "inverse_sqrt": OpInverseSqrt,
            "linear_warmup": OpLinearWarmup},
 }
-# What a schedule becomes when its warm-up is dropped: the same curve without the linear ramp.
-WITHOUT_WARMUP = {"warmup_inverse_sqrt": "inverse_sqrt", "linear_warmup": "constant"}
+# What a schedule becomes when its warm-up is dropped (the same curve without the linear ramp):
+# tf_nmt.modes.WITHOUT_WARMUP.
 
 
 def schedule_class(name: str, implementation: str = "python") -> ScheduleClass:

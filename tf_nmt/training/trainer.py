@@ -27,6 +27,7 @@ from tf_nmt.distributed.sync import chief_value
 from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
 from tf_nmt.data.data_dir import ensure_vocab, load_split, prepared_vocab, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
+from tf_nmt import modes
 from tf_nmt.models import check_model_config
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
 from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, WeightAverager, checkpoint_has_ema
@@ -151,12 +152,14 @@ def validate_config(cfg: Config, mode: str = "train") -> TrainPlan:
 
 
 def check_keras_support(t: TrainConfig) -> None:
-    """ConfigError for what tf-nmt does not run on Keras 3 yet (``TF_NMT_KERAS=3``): GradDrop's
-    gradient exchange is a tf_keras (OptimizerV2) optimizer subclass."""
-    if KERAS3 and t.comm == "graddrop":
-        raise ConfigError(f"train.comm=graddrop runs on Keras 2 only ({ENV_VAR}=2, the default): "
-                          "its exchange is a tf_keras optimizer; on Keras 3 use dense, "
-                          "sparse_as_dense, fedavg or bmuf")
+    """ConfigError for a comm mode that does not run on Keras 3 yet (``TF_NMT_KERAS=3``;
+    :attr:`tf_nmt.modes.CommMode.keras3`): GradDrop's gradient exchange is a tf_keras
+    (OptimizerV2) optimizer subclass."""
+    if KERAS3 and not modes.COMM[t.comm].keras3:
+        others = [m for m in modes.COMM_MODES if modes.COMM[m].keras3]
+        raise ConfigError(f"train.comm={t.comm} runs on Keras 2 only ({ENV_VAR}=2, the default): "
+                          f"its exchange is a tf_keras optimizer; on Keras 3 use "
+                          f"{', '.join(others[:-1])} or {others[-1]}")
 
 
 def check_jit_compile(t: TrainConfig) -> None:
@@ -165,7 +168,7 @@ def check_jit_compile(t: TrainConfig) -> None:
         return
     custom = [name for name, on in (("train.quantize_bits", t.quantize_bits),
                                     ("train.quantize_activations_bits", t.quantize_activations_bits),
-                                    (f"train.comm={t.comm}", t.comm not in comm.HOROVOD_MODES),
+                                    (f"train.comm={t.comm}", not modes.COMM[t.comm].supports_jit),
                                     ("train.schedule_implementation=op",
                                      t.schedule_implementation == "op"))
               if on]
@@ -191,7 +194,8 @@ def check_steps_per_execution(t: TrainConfig) -> None:
                           f"divide {', '.join(misaligned)}")
     per_step = [name for name, on in
                 (("train.quantize_bits (re-quantises after every step)", t.quantize_bits),
-                 (f"train.comm={t.comm} (acts between steps)", t.comm not in comm.HOROVOD_MODES),
+                 (f"train.comm={t.comm} (acts between steps)",
+                  not modes.COMM[t.comm].acts_within_steps),
                  ("train.backward_passes_per_step > 1 (Horovod's accumulation)",
                   t.backward_passes_per_step > 1)) if on]
     if per_step:
@@ -206,9 +210,9 @@ def check_ema(t: TrainConfig) -> None:
     settings whose optimizer steps the per-step EMA update would not see one by one."""
     if not 0.0 <= t.ema_decay < 1.0:
         raise ConfigError(f"train.ema_decay must be in [0, 1) (0: off), got {t.ema_decay}")
-    if t.ema_decay and t.comm not in comm.HOROVOD_MODES:
+    if t.ema_decay and not modes.COMM[t.comm].supports_ema:
         raise ConfigError(f"train.ema_decay cannot be used with train.comm={t.comm} (the ranks' "
-                          "weights differ between averages); use dense or sparse_as_dense")
+                          f"weights differ between averages); use {' or '.join(modes.HOROVOD_MODES)}")
     off_step = [name for name, on in
                 (("train.steps_per_execution > 1 (the update runs once per call)",
                   t.steps_per_execution > 1),

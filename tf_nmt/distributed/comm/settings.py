@@ -2,32 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
 
-from tf_nmt.config import COMM_MODES, HOROVOD_MODES, ConfigError, TrainConfig
+from tf_nmt.config import ConfigError, TrainConfig
+from tf_nmt.modes import (AVERAGING_KEYS, BMUF_KEYS, COMM_MODES, GRADDROP_KEYS, HOROVOD_MODES,
+                          MODE_KEYS, averages_parameters, averaging_modes_text, keys_used)
 
+__all__ = ["AVERAGING_KEYS", "BMUF_KEYS", "COMM_MODES", "GRADDROP_KEYS", "HOROVOD_MODES",
+           "MODE_KEYS", "CommSettings", "check_unused_keys", "keys_used", "resolve_comm"]
 WARMUP_SHAPES = ("linear", "geometric")  # how the drop ratio ramps up (see ramped_drop_ratio)
-# The train.* keys only some modes read (anything else set there would be silently ignored).
-GRADDROP_KEYS = ("drop_ratio", "drop_threshold", "drop_warmup_steps", "drop_warmup_shape",
-                 "error_feedback", "local_gradients", "one_bit")
-BMUF_KEYS = ("bmuf_block_momentum", "bmuf_block_lr", "bmuf_nesterov")
-AVERAGING_KEYS = ("average_every",)
-MODE_KEYS = GRADDROP_KEYS + BMUF_KEYS + AVERAGING_KEYS
-
-
-def keys_used(mode: str, local_gradients: bool = False) -> Tuple[str, ...]:
-    """The mode-specific ``train.*`` keys ``train.comm=mode`` reads (``average_every`` only when
-    the mode averages parameters: fedavg, bmuf, graddrop with local gradients)."""
-    used: Tuple[str, ...] = ()
-    if mode == "graddrop":
-        used += GRADDROP_KEYS + (AVERAGING_KEYS if local_gradients else ())
-    elif mode in ("fedavg", "bmuf"):
-        used += AVERAGING_KEYS + (BMUF_KEYS if mode == "bmuf" else ())
-    return used
 
 
 _WHERE = ((GRADDROP_KEYS, "train.comm=graddrop"), (BMUF_KEYS, "train.comm=bmuf"),
-          (AVERAGING_KEYS, "train.comm=fedavg, bmuf, or graddrop with train.local_gradients=true"))
+          (AVERAGING_KEYS, f"train.comm={averaging_modes_text()}"))
 
 
 def _mode_name(t: TrainConfig) -> str:
@@ -76,7 +62,7 @@ class CommSettings:
     @property
     def averages_parameters(self) -> bool:
         """Ranks drift apart between periodic parameter averages."""
-        return self.mode in ("fedavg", "bmuf") or (self.mode == "graddrop" and self.local_gradients)
+        return averages_parameters(self.mode, self.local_gradients)
 
 
 def resolve_comm(t: TrainConfig) -> CommSettings:
