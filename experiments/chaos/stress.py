@@ -38,6 +38,9 @@ OUTCOMES = ("survived", "hung", "failed")
 # The lost host stays lost and nobody joins: a short Gloo timeout is enough, and a bounded
 # elastic timeout makes a job left below --min-np fail instead of waiting 600 s.
 GLOO_TIMEOUT_S, ELASTIC_TIMEOUT_S = 10, 60
+# Mode "keras3": sparse_as_dense with tf-nmt's models on Keras 3 (TF_NMT_KERAS=3, the state in
+# horovod_patches.keras3.elastic); not in the default --modes, which are Keras 2's.
+KERAS3_MODE, KERAS3_COMM = "keras3", "sparse_as_dense"
 SETTINGS = ("steps", "commit_every", "workers", "seed")  # must match to --resume
 
 
@@ -48,8 +51,9 @@ def parse_modes(text: str) -> List[str]:
         if mode in REFUSED_MODES:
             raise SystemExit(f"--modes: {mode} cannot run elastically (its periodic-average state "
                              f"is not committed); use {', '.join(ELASTIC_MODES)}")
-        if mode not in ELASTIC_MODES:
-            raise SystemExit(f"--modes: unknown mode {mode!r}; use {', '.join(ELASTIC_MODES)}")
+        if mode not in ELASTIC_MODES and mode != KERAS3_MODE:
+            raise SystemExit(f"--modes: unknown mode {mode!r}; use "
+                             f"{', '.join(ELASTIC_MODES + (KERAS3_MODE,))}")
     if not modes or len(set(modes)) != len(modes):
         raise SystemExit(f"--modes: give each of {', '.join(ELASTIC_MODES)} at most once")
     return modes
@@ -76,6 +80,7 @@ def summarise(attempts: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
 
 
 def mode_overrides(mode: str, steps: int, commit_every: int) -> List[str]:
+    mode = KERAS3_COMM if mode == KERAS3_MODE else mode
     overrides = chaos.TINY + [f"train.train_steps={steps}",
                               f"train.steps_per_cycle={max(10, steps // 4)}",
                               f"train.elastic_commit_every={commit_every}", f"train.comm={mode}"]
@@ -90,6 +95,11 @@ def _rank(pid: int) -> Optional[int]:
     except psutil.Error:
         return None
     return int(rank) if rank is not None and rank.isdigit() else None
+
+
+def mode_env(mode: str) -> Dict[str, str]:
+    """The job's environment beyond the default: the Keras version of ``mode``."""
+    return {"TF_NMT_KERAS": "3" if mode == KERAS3_MODE else "2"}
 
 
 def _log_tail(path: Path, lines: int = 6) -> str:
@@ -112,7 +122,8 @@ def run_once(mode: str, repeat: int, work: Path, data_dir: Path, hosts: Sequence
                               "work_dir": str(work)}
     proc = chaos.start_elastic(run_dir, data_dir, mode_overrides(mode, steps, commit_every),
                                hosts, work, gloo_timeout_s=GLOO_TIMEOUT_S,
-                               elastic_timeout_s=ELASTIC_TIMEOUT_S, log_path=log)
+                               elastic_timeout_s=ELASTIC_TIMEOUT_S, log_path=log,
+                               env=mode_env(mode))
     phase, code = "before the kill", None
     try:
         def ready() -> bool:
@@ -169,7 +180,8 @@ def main(argv: Optional[Sequence[str]] = None,
     p.add_argument("--tiny", action="store_true", help="train on the test suite's toy corpus")
     p.add_argument("--repeats", type=int, default=20, help="kill-a-worker attempts per mode")
     p.add_argument("--modes", default=",".join(ELASTIC_MODES),
-                   help=f"comma-separated comm modes (of {', '.join(ELASTIC_MODES)})")
+                   help=f"comma-separated comm modes (of {', '.join(ELASTIC_MODES)}; "
+                        f"{KERAS3_MODE}: {KERAS3_COMM} on Keras 3)")
     p.add_argument("--workers", type=int, default=3, help="workers at the start (>= 3)")
     p.add_argument("--steps", type=int, default=160, help="steps per job")
     p.add_argument("--commit-every", type=int, default=10, help="train.elastic_commit_every")

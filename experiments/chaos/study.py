@@ -119,9 +119,11 @@ def start_elastic(run_dir: Path, data_dir: Path, overrides: Sequence[str], hosts
                   work: Path, min_np: int = 2, cooldown: Optional[tuple] = None,
                   log_path: Optional[Path] = None,
                   gloo_timeout_s: int = GLOO_TIMEOUT_S,
-                  elastic_timeout_s: Optional[int] = None) -> subprocess.Popen:
+                  elastic_timeout_s: Optional[int] = None,
+                  env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
     """Launch an elastic job of ``len(hosts)`` workers (one per host name) in its own session;
-    ``elastic_timeout_s`` bounds the driver's wait for enough workers after a change."""
+    ``elastic_timeout_s`` bounds the driver's wait for enough workers after a change; ``env``
+    is added to the workers' environment."""
     script = write_discovery(work / "discovery", hosts)
     cmd = launcher.elastic_horovodrun_command(
         len(hosts), min_np, len(hosts), script,
@@ -129,7 +131,8 @@ def start_elastic(run_dir: Path, data_dir: Path, overrides: Sequence[str], hosts
         cooldown_seconds=cooldown, elastic_timeout_s=elastic_timeout_s)
     out = open(log_path or work / "elastic.log", "w")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=launcher.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout_s)}))
+                            env=launcher.worker_env({"HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout_s),
+                                                     **(env or {})}))
 
 
 def wait_for(predicate, proc: subprocess.Popen, timeout: float, what: str) -> None:

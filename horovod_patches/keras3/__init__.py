@@ -12,6 +12,8 @@ replacement, built only on ``horovod.tensorflow`` collectives and the public Ker
   and keep equal loss scales; put it around the :class:`DistributedOptimizer`;
 * :class:`BroadcastInitialState`, :class:`MetricAverage`, :class:`LearningRateWarmup` —
   callbacks for ``model.fit``.
+* :mod:`horovod_patches.keras3.elastic` — elastic training's state (``KerasState``),
+  ``CommitStateCallback`` and ``run`` (import it explicitly).
 
 Usage (see docs/keras3.md and ``examples/train_mnist_like.py``)::
 

@@ -75,3 +75,23 @@ def test_arguments_are_refused_before_anything_runs(tmp_path, offline, monkeypat
         stress.main(["--output", str(tmp_path / "o.json"), "--workers", "2"])
     with pytest.raises(SystemExit, match="fedavg cannot run elastically"):
         stress.main(["--output", str(tmp_path / "o.json"), "--modes", "fedavg"])
+
+
+def test_keras3_mode_launches_sparse_as_dense_on_keras3(tmp_path, monkeypatch):
+    assert stress.parse_modes("sparse_as_dense,keras3") == ["sparse_as_dense", "keras3"]
+    launched = []
+
+    def start_elastic(run_dir, data_dir, overrides, hosts, work, **kwargs):
+        launched.append((overrides, kwargs.get("env")))
+        raise TimeoutError("stop here")  # recorded as hung, nothing launched
+
+    monkeypatch.setattr(stress.chaos, "start_elastic", start_elastic)
+    monkeypatch.setattr(stress.chaos, "stop", lambda proc: None)
+    for mode in ("keras3", "sparse_as_dense"):
+        try:
+            stress.run_once(mode, 0, tmp_path / mode, tmp_path, ["a", "b", "c"], 40, 10, 5.0, 0)
+        except Exception:  # noqa: BLE001 - only the launch arguments matter here
+            pass
+    (k3_overrides, k3_env), (k2_overrides, k2_env) = launched
+    assert "train.comm=sparse_as_dense" in k3_overrides and k3_env == {"TF_NMT_KERAS": "3"}
+    assert "train.comm=sparse_as_dense" in k2_overrides and k2_env == {"TF_NMT_KERAS": "2"}

@@ -5,7 +5,8 @@ Why: on a shared cluster a lost worker should cost a few steps, not the whole jo
 one :func:`tf_nmt.training.trainer.train` call built for the current world (learning rate and
 warm-up from :func:`tf_nmt.training.schedules.from_config` for its size, gradient exchange from
 :func:`tf_nmt.distributed.comm.wrap_optimizer` for its size and rank, its data shard, chief-only
-writers). Between attempts the run's state lives in a Horovod ``KerasState``:
+writers). Between attempts the run's state lives in a Horovod ``KerasState`` (on Keras 3 ours,
+:class:`horovod_patches.keras3.elastic.KerasState`, on Horovod's ``ObjectState``):
 
 * it is committed every ``train.elastic_commit_every`` steps and at every cycle end
   (Horovod's ``CommitStateCallback``): weights, optimizer slots and ``iterations``; the step is
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from tf_nmt import distributed, modes
-from tf_nmt.compat import ENV_VAR, KERAS3, keras, tf
+from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
@@ -76,7 +77,12 @@ def check_elastic_config(cfg: Config) -> None:
 
 def create_optimizer_weights(model: keras.Model) -> None:
     """Create the optimizer's ``iterations``, hyper-parameters and slots now (tf_keras legacy
-    optimizers create them at the first step), so that state can be copied and broadcast."""
+    optimizers create them at the first step; Keras 3 builds them), so that state can be copied
+    and broadcast."""
+    if KERAS3:
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        return
     model.optimizer._create_all_weights(model.trainable_variables)  # noqa: SLF001 - no public API
 
 
@@ -86,6 +92,8 @@ def optimizer_variables(model: keras.Model) -> List[Any]:
     which differs between a model whose slots were restored from a checkpoint and one whose
     slots were created fresh, so it cannot pair values across models or processes."""
     opt = model.optimizer
+    if KERAS3:  # built once for the model's trainable variables: one order everywhere
+        return list(opt.variables)
     ordered = [opt.iterations] + [opt.get_slot(v, name) for name in sorted(opt.get_slot_names())
                                   for v in model.trainable_variables]
     seen = {id(v) for v in ordered}
@@ -95,7 +103,7 @@ def optimizer_variables(model: keras.Model) -> List[Any]:
 def per_rank_variables(model: keras.Model) -> Set[int]:
     """ids of the optimizer variables that belong to this process: GradDrop residual slots."""
     optimizer = model.optimizer
-    if RESIDUAL_SLOT not in optimizer.get_slot_names():
+    if not hasattr(optimizer, "get_slot_names") or RESIDUAL_SLOT not in optimizer.get_slot_names():
         return set()
     return {id(optimizer.get_slot(v, RESIDUAL_SLOT)) for v in model.trainable_variables}
 
@@ -104,7 +112,9 @@ _STATE_CLASS: Any = None
 
 
 def state_class(hvd_elastic: Any) -> Any:
-    """``ElasticState``: Horovod's ``KerasState`` (defined on first use: Horovod is optional)."""
+    """``ElasticState``: Horovod's ``KerasState`` on Keras 2, ours
+    (:mod:`horovod_patches.keras3.elastic`) on Keras 3 (defined on first use: Horovod is
+    optional)."""
     global _STATE_CLASS
     if _STATE_CLASS is not None:
         return _STATE_CLASS
@@ -135,9 +145,8 @@ def state_class(hvd_elastic: Any) -> Any:
         def sync(self) -> None:
             """Rank 0's committed state to every worker, residuals excepted."""
             from horovod.common.elastic import ObjectState  # noqa: PLC0415
-            from horovod.tensorflow import broadcast_variables  # noqa: PLC0415
 
-            broadcast_variables(self.shared_variables(), root_rank=0)
+            broadcast_variables(self.shared_variables())
             self._save_model()
             ObjectState.sync(self)  # the Python attributes
 
@@ -149,8 +158,6 @@ def state_class(hvd_elastic: Any) -> Any:
         def adopt(self, model: keras.Model) -> None:
             """Move the state into ``model``, freshly built for the new world: the committed
             values, or (before training has begun) rank 0's values; then commit."""
-            from horovod.tensorflow import broadcast_variables  # noqa: PLC0415
-
             if (len(model.variables) != len(self._saved_model_state)
                     or len(optimizer_variables(model)) != len(self._saved_optimizer_state)):
                 raise RuntimeError("elastic: the rebuilt model's variables do not match the "
@@ -159,9 +166,17 @@ def state_class(hvd_elastic: Any) -> Any:
             if self.committed:
                 self._load_model()
             else:
-                broadcast_variables(self.shared_variables(), root_rank=0)
+                broadcast_variables(self.shared_variables())
                 self.committed = True
             self.save()
+
+    def broadcast_variables(variables: List[Any]) -> None:
+        if KERAS3:
+            hvd_elastic.broadcast_variables(variables, root_rank=0)
+        else:
+            from horovod.tensorflow import broadcast_variables as hvd_broadcast  # noqa: PLC0415
+
+            hvd_broadcast(variables, root_rank=0)
 
     _STATE_CLASS = ElasticState
     return ElasticState
@@ -357,19 +372,26 @@ def run_attempt(attempt: Callable[[], TrainResult], log: Callable[[str], None],
         raise HorovodInternalError(e) from e
 
 
+def import_elastic() -> Any:
+    """The elastic module for this Keras (``KerasState``, ``CommitStateCallback``, ``run``):
+    Horovod's tf_keras one on Keras 2, :mod:`horovod_patches.keras3.elastic` on Keras 3."""
+    if KERAS3:
+        from horovod_patches.keras3 import elastic as keras3_elastic  # noqa: PLC0415 - optional
+
+        return keras3_elastic
+    from horovod_patches.keras import import_horovod_keras_elastic  # noqa: PLC0415 - optional
+
+    return import_horovod_keras_elastic()
+
+
 def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print) -> TrainResult:
     """Train the run in ``run_dir`` elastically; must run under an elastic ``horovodrun``."""
-    if KERAS3:
-        raise UsageError(f"tf-nmt train --elastic runs on Keras 2 only ({ENV_VAR}=2, the default): "
-                         "Horovod's elastic Keras state is tf_keras")
     plan = validate_config(cfg, mode="train-elastic")
     check_elastic_config(cfg)
     if os.environ.get("HOROVOD_ELASTIC") != "1":
         raise UsageError("--elastic needs an elastic launch: horovodrun --min-np A --max-np B "
                          "--host-discovery-script SCRIPT ... tf-nmt train --elastic")
-    from horovod_patches.keras import import_horovod_keras_elastic  # noqa: PLC0415 - optional
-
-    hvd_elastic = import_horovod_keras_elastic()
+    hvd_elastic = import_elastic()
     ctx = distributed.init(enabled=True)
     # The state needs a model before the first attempt (to receive a broadcast when joining a
     # running job); each attempt then builds its own and the state moves into it.
