@@ -127,3 +127,24 @@ def test_the_limit_is_a_checked_config_key():
     cfg.train.comm, cfg.train.elastic_max_retries = "dense", 0
     with pytest.raises(ConfigError, match="elastic_max_retries=0"):
         elastic.check_elastic_config(cfg)
+
+
+@pytest.mark.parametrize("how", ["code", "set", "preset"])
+def test_an_ema_is_refused_however_it_was_set(how):
+    """The weight EMA is not part of an elastic commit: refused whether the user gave it, a
+    preset did, or code set it (config_usage only sees what the user gave)."""
+    from tf_nmt.commands.quickstart import quickstart_config
+    from tf_nmt.config import Config, ConfigError, load_config
+
+    if how == "code":
+        cfg = Config()
+        cfg.train.ema_decay = 0.999
+    elif how == "set":
+        cfg = load_config(None, ["train.ema_decay=0.99"])
+    else:  # the quickstart's recipe keeps an EMA
+        cfg = quickstart_config("/tmp/unused-data", 45.0)
+    with pytest.raises(ConfigError, match="train.ema_decay=.*not committed"):
+        elastic.check_elastic_config(cfg)
+    cfg.train.ema_decay = 0.0
+    cfg.train.time_budget_minutes = 0.0
+    elastic.check_elastic_config(cfg)

@@ -67,6 +67,9 @@ def check_elastic_config(cfg: Config) -> None:
                         "committed)")
     if t.time_budget_minutes:
         problems.append("train.time_budget_minutes (the budget would restart at every reset)")
+    if t.ema_decay:  # however it was set: a preset, a file, --set or code
+        problems.append(f"train.ema_decay={t.ema_decay} (the weight EMA is not committed, so a "
+                        "rollback would not roll it back)")
     if t.elastic_commit_every < 1:
         problems.append(f"train.elastic_commit_every={t.elastic_commit_every} (must be >= 1)")
     if t.elastic_max_retries < 1:
