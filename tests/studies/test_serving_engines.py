@@ -89,7 +89,7 @@ def test_tiny_end_to_end(tmp_path, capsys):
         assert threads["intra_threads"] * threads["inter_threads"] == engines.usable_cores()
         assert threads["source"].startswith("default") and info[engine]["asked"] == {}
         assert {"CT2_USE_MKL", "CT2_FORCE_CPU_ISA"} <= set(info[engine]["backend"])
-        assert info[engine]["vocabulary_map"] is True  # the export's default map, used
+        assert info[engine]["vocabulary_map"] is False  # no map unless asked (VMAP_BY_DEFAULT)
     assert set(info["savedmodel"]["threads"]) >= {"intra_op", "inter_op"}
 
     rows = report["rows"]
