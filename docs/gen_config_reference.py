@@ -91,7 +91,8 @@ def _value(value: Any) -> str:
 
 def _type(annotation: Any) -> str:
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return {"Dict[str, int]": "mapping of str to int", "Dict[str, Any]": "mapping"}.get(text, text)
+    return {"Dict[str, int]": "mapping of str to int", "Dict[str, Any]": "mapping",
+            "Union[bool, str]": "bool or auto"}.get(text, text)
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -109,7 +110,7 @@ def _valid(valid: Any, default: Any) -> str:
     """What a key accepts: its :class:`~tf_nmt.config.Range` (of each value, for a mapping) or
     :class:`~tf_nmt.config.Choices`; a boolean's two values; "–" for free text."""
     if isinstance(valid, config.Choices):
-        return ", ".join(f"`{v}`" for v in valid.values)
+        return ", ".join(f"`{_value(v)}`" for v in valid.values)
     if isinstance(valid, config.Range):
         return f"{'each value ' if isinstance(default, dict) else ''}`{_cell(valid)}`"
     return "`true`, `false`" if isinstance(default, bool) else "–"

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import yaml
 
@@ -325,11 +325,14 @@ class TrainConfig:
         "help": "the fixed scale S of quantize_activations_bits: a constant, or calibrated once "
                 "with tf_nmt.models.activation_quant.calibrate_scale and frozen here"})
     # bfloat16 activations/matmuls with float32 variables (Keras "mixed_bfloat16"): ~2.5x faster
-    # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32.
-    mixed_precision: bool = field(default=False, metadata={
+    # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. "auto" (the presets'):
+    # tf_nmt.training.precision.decide.
+    mixed_precision: Union[bool, str] = field(default=False, metadata={
+        "choices": Choices((False, True, "auto"), "precision"), "auto": True,
         "help": "mixed precision with float32 variables: bfloat16 on CPUs and GPUs of compute "
                 "capability >= 8.0, float16 with loss scaling on older GPUs; checkpoints stay "
-                "float32"})
+                "float32. auto: mixed on a GPU or a CPU with native bfloat16 (avx512_bf16, "
+                "amx_bf16), float32 on other CPUs"})
     # Compile the train step with XLA (Keras jit_compile). One process, stock ops only: Horovod's
     # collectives and this package's custom ops have no XLA kernels. Every new batch shape
     # compiles once (the token buckets bound how many there are).
@@ -456,8 +459,17 @@ def _unknown(kind: str, name: str, valid: List[str]) -> ConfigError:
     return ConfigError(f"unknown {kind} {name!r}{extra} (valid: {', '.join(sorted(valid))})")
 
 
-def _coerce(section: str, key: str, value: Any, target: Any) -> Any:
-    """Convert ``value`` to the type of the field default ``target`` (bool/int/float/str/dict)."""
+def _coerce(section: str, key: str, value: Any, target: Any,
+            spec: Optional[dataclasses.Field] = None) -> Any:
+    """Convert ``value`` to the type of the field default ``target`` (bool/int/float/str/dict);
+    a field whose metadata has ``auto`` (a bool or ``"auto"``) also takes the string ``auto``."""
+    if spec is not None and spec.metadata.get("auto"):
+        if isinstance(value, str) and value.lower() == "auto":
+            return "auto"
+        target = spec.default
+        if not isinstance(value, bool) and not (isinstance(value, str) and value.lower() in
+                                                ("true", "false", "1", "0", "yes", "no")):
+            raise ConfigError(f"{section}.{key}: expected true, false or auto, got {value!r}")
     if isinstance(target, bool):
         if isinstance(value, bool):
             return value
@@ -548,7 +560,7 @@ def config_from_dict(raw: Dict[str, Any], base: Optional[Config] = None,
                 if _retired(section, key, value, from_file):
                     continue
                 raise _unknown(f"key in [{section}]", key, names)
-            coerced = _coerce(section, key, value, getattr(obj, key))
+            coerced = _coerce(section, key, value, getattr(obj, key), specs[key])
             _check_value(f"{section}.{key}", coerced, valid_values(specs[key]))
             if section == "model" and key == "hparams":  # as a saved config.yaml holds them
                 for name, hparam in coerced.items():
@@ -599,6 +611,8 @@ def load_config(path: Optional[Path] = None, overrides: Optional[List[str]] = No
     return cfg
 
 
+# Every preset trains with train.mixed_precision=auto: bfloat16 where the CPU (or a GPU) computes
+# it natively, float32 elsewhere (tf_nmt.training.precision.decide).
 PRESETS: Dict[str, Dict[str, Any]] = {
     # A Transformer small enough to train to a useful BLEU on 2 CPU cores in ~45 minutes.
     "quickstart": {
@@ -607,13 +621,13 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         # peak_lr 2e-3 / warm-up 300 (was 1e-3 / 400): dev loss 5.68/4.93/4.62 vs 6.12/5.19/4.82
         # at steps 250/500/750 in a same-seed pilot on the real corpus (pre-norm tolerates it).
         "train": {"peak_lr": 2e-3, "warmup_steps": 300, "steps_per_cycle": 250,
-                  "mixed_precision": True},
+                  "mixed_precision": "auto"},
     },
     "gnmt-small": {
         "model": {"kind": "gnmt", "num_layers": 2, "units": 256, "attention": "luong",
                   "dropout": 0.1},
         "train": {"schedule": "step_decay", "peak_lr": 1e-3, "decay_start": 2000,
-                  "decay_every": 500, "steps_per_cycle": 250},
+                  "decay_every": 500, "steps_per_cycle": 250, "mixed_precision": "auto"},
     },
     # The WMT-scale presets below give their peak learning rate for the whole (global) batch, so
     # they turn off train.scale_lr_with_workers: more workers then mean a bigger batch, not a
@@ -633,7 +647,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                   "ff_dim": 2048, "dropout": 0.1, "attention_dropout": 0.0, "norm": "post"},
         "train": {"schedule": "warmup_inverse_sqrt", "peak_lr": 7e-4, "warmup_steps": 4000,
                   "scale_lr_with_workers": False, "label_smoothing": 0.1,
-                  "train_steps": 100_000, "steps_per_cycle": 1000},
+                  "train_steps": 100_000, "steps_per_cycle": 1000, "mixed_precision": "auto"},
     },
     # Transformer big, the same paper, Table 3 row "big": d_model 1024, 16 heads, feed-forward
     # 4096, dropout 0.3 (their EN-DE value; EN-FR used 0.1), 300k steps; the same schedule, whose
@@ -644,7 +658,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                   "ff_dim": 4096, "dropout": 0.3, "attention_dropout": 0.0, "norm": "post"},
         "train": {"schedule": "warmup_inverse_sqrt", "peak_lr": 5e-4, "warmup_steps": 4000,
                   "scale_lr_with_workers": False, "label_smoothing": 0.1,
-                  "train_steps": 300_000, "steps_per_cycle": 1000},
+                  "train_steps": 300_000, "steps_per_cycle": 1000, "mixed_precision": "auto"},
     },
     # GNMT with 1,024-unit layers: 8 encoder layers (the bottom one bidirectional) and 8 decoder
     # layers, as in Wu et al. 2016 ("Google's Neural Machine Translation System", abstract and
@@ -661,7 +675,7 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                   "dropout": 0.2},
         "train": {"schedule": "step_decay", "peak_lr": 1e-3, "decay_start": 170_000,
                   "decay_every": 17_000, "decay_factor": 0.5, "scale_lr_with_workers": False,
-                  "train_steps": 340_000, "steps_per_cycle": 1000},
+                  "train_steps": 340_000, "steps_per_cycle": 1000, "mixed_precision": "auto"},
     },
 }
 

@@ -73,10 +73,13 @@ class Variant:
 
 
 FP32, BF16 = "train.mixed_precision=false", "train.mixed_precision=true"
+AUTO = "train.mixed_precision=auto"
 TCMALLOC_ENV = {allocator.ENV: "tcmalloc"}
 VARIANTS: Dict[str, Variant] = {
     "fp32": Variant([FP32]),
     "bf16": Variant([BF16]),
+    # the presets' setting (tf_nmt.training.precision.decide): against the faster of fp32/bf16
+    "auto": Variant([AUTO]),
     "fp32-xla": Variant([FP32, "train.jit_compile=true"]),
     "bf16-xla": Variant([BF16, "train.jit_compile=true"]),
     "fp32-tfloss": Variant([FP32, "train.loss_kernel=tf"]),
@@ -276,6 +279,11 @@ def summarise(samples: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, A
             if ref in samples and len(samples[ref]) == len(rounds):
                 row[label] = statistics.median(r["tgt_tok_per_s"] / b["tgt_tok_per_s"]
                                                for r, b in zip(rounds, samples[ref]))
+        if name == "auto" and all(len(samples.get(v, ())) == len(rounds) for v in ("fp32", "bf16")):
+            # against the faster precision of the same round (issue 56: never slower than it)
+            row["x_faster_precision"] = statistics.median(
+                r["tgt_tok_per_s"] / max(a["tgt_tok_per_s"], b["tgt_tok_per_s"])
+                for r, a, b in zip(rounds, samples["fp32"], samples["bf16"]))
         out[name] = {**row, "rounds": rounds}
     return out
 
@@ -291,6 +299,9 @@ def format_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         lines.append(f"| {name} | {row['tgt_tok_per_s']:,.0f} | {row['s_per_step']:.3f} | "
                      f"{row['cores_busy']:.2f} / {timed} | {ratios[0]} | {ratios[1]} | "
                      f"{ratios[2]} |")
+    if "x_faster_precision" in summary.get("auto", {}):
+        lines.append(f"\nauto against the faster of fp32 and bf16, round by round: "
+                     f"{summary['auto']['x_faster_precision']:.2f}x")
     return "\n".join(lines)
 
 

@@ -102,3 +102,14 @@ def test_a_bleu_headline_gives_its_copy_baseline_and_where_its_start_was_measure
         for key in ("end.copy_baseline_bleu", "start.bleu", "start.step", "end.step"):
             assert f"<!-- fig {rel} {key} -->" in rows[0], (path, key)
         assert "in-domain" in rows[0] and "copying the source" in rows[0], path
+
+
+def test_every_marked_figure_in_the_docs_and_experiments_equals_its_results_file():
+    """README, docs/ and experiment READMEs alike: wherever a figure carries a marker."""
+    pages = sorted(list((REPO / "docs").rglob("*.md")) + list((REPO / "experiments").rglob("*.md")))
+    marked = 0
+    for page in pages:
+        seen, problems = check_figures(page.read_text())
+        assert not problems, f"{page.relative_to(REPO)}:\n" + "\n".join(problems)
+        marked += seen
+    assert marked >= 3 + 6 + 13  # docs/training.md's precision figures, the index, planning

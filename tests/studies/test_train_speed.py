@@ -94,6 +94,19 @@ def test_ema_variants_are_compared_with_their_twin_without_ema_round_by_round():
     assert "train.ema_decay=0.999" in bench.VARIANTS["bf16-ema"].overrides
 
 
+def test_auto_is_compared_with_the_faster_precision_of_each_round():
+    def rounds(*tok):
+        return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
+
+    summary = bench.summarise({"fp32": rounds(100, 200, 100), "bf16": rounds(150, 160, 90),
+                               "auto": rounds(147, 200, 100)})
+    assert summary["auto"]["x_faster_precision"] == pytest.approx(1.0)  # 0.98, 1.0, 1.0
+    assert "x_faster_precision" not in summary["bf16"]
+    assert bench.format_table(summary).endswith("round by round: 1.00x")
+    assert "x_faster_precision" not in bench.summarise({"auto": rounds(1, 2, 3)})["auto"]
+    assert bench.VARIANTS["auto"].overrides == ["train.mixed_precision=auto"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--variants", "fp32,fp64"], "unknown variant"),
     (["--variants", "fp32", "--warmup", "7"], "multiples of --log-every"),

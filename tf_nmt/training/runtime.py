@@ -29,15 +29,22 @@ def resolve_kernels(t: TrainConfig) -> Dict[str, Tuple[str, Optional[str]]]:
             for name in KERNEL_NAMES}
 
 
-def choose_policy(mixed_precision: bool) -> Tuple[str, Dict[str, Any]]:
-    """(Keras dtype policy, its record) for ``train.mixed_precision`` on this machine
-    (:func:`tf_nmt.training.precision.policy_for_device`)."""
+def choose_policy(mixed_precision: precision.Setting) -> Tuple[str, Dict[str, Any]]:
+    """(Keras dtype policy, its record) for ``train.mixed_precision`` (true, false or auto) on
+    this machine (:func:`tf_nmt.training.precision.decide` and ``policy_for_device``): the record
+    says what was asked, what was decided and why, and any warning."""
     caps = list(precision.gpu_compute_capabilities())
+    decision = precision.decide(mixed_precision, caps)
     policy = precision.policy_for_device(mixed_precision, caps)
+    asked = (mixed_precision if mixed_precision == precision.AUTO
+             else str(bool(mixed_precision)).lower())
     record: Dict[str, Any] = {
-        "policy": policy, "asked": f"train.mixed_precision={str(bool(mixed_precision)).lower()}",
+        "policy": policy, "asked": f"train.mixed_precision={asked}", "reason": decision.reason,
         "device": ("cpu (no GPU visible)" if not caps else
-                   "gpu compute capability " + ", ".join(f"{a}.{b}" for a, b in caps))}
+                   "gpu compute capability " + ", ".join(f"{a}.{b}" for a, b in caps)),
+        "cpu_native_bf16": list(precision.native_bf16_flags())}
+    if decision.warning:
+        record["warning"] = decision.warning
     if policy == "mixed_float16":
         record["fallback"] = (f"bfloat16 needs compute capability >= "
                               f"{'.'.join(map(str, precision.BF16_MIN_CAPABILITY))} on every GPU: "
@@ -56,7 +63,8 @@ def runtime_record(t: TrainConfig, kernels: Dict[str, str], fallbacks: Dict[str,
 
 
 def fallback_lines(fallbacks: Dict[str, str], policy_record: Dict[str, Any]) -> List[str]:
-    """One line per fallback cause: kernels that fell back for the same reason share one."""
+    """One line per fallback cause (kernels that fell back for the same reason share one), the
+    precision warning of an explicit ``true`` without native bfloat16, and what ``auto`` chose."""
     by_reason: Dict[str, List[str]] = {}
     for name, reason in fallbacks.items():
         by_reason.setdefault(reason, []).append(f"train.{name}_kernel")
@@ -65,6 +73,11 @@ def fallback_lines(fallbacks: Dict[str, str], policy_record: Dict[str, Any]) -> 
     if policy_record.get("fallback"):
         lines.append(f"fallback: {policy_record['asked']} runs {policy_record['policy']}: "
                      f"{policy_record['fallback']}")
+    if policy_record.get("warning"):
+        lines.append(f"warning: {policy_record['warning']}")
+    if policy_record.get("asked", "").endswith("=auto"):
+        lines.append(f"precision: {policy_record['asked']} runs {policy_record['policy']} "
+                     f"({policy_record['reason']})")
     return lines
 
 
