@@ -11,6 +11,7 @@ import tf_nmt.commands.prepare as prepare
 import tf_nmt.commands.quickstart as quickstart
 from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import TINY
+from tf_nmt.compat import keras_name
 from tf_nmt.config import QUICKSTART_EMA_DECAY
 from tf_nmt.errors import UsageError
 from tf_nmt.inference.formats import EXPORT_WEIGHTS_RECORD
@@ -62,6 +63,7 @@ def test_quickstart_scores_and_exports_the_ema_of_its_last_checkpoint(tmp_path, 
     # the last checkpoint alone, the raw weights' BLEU beside them
     record = json.loads((run / quickstart.RECORD_NAME).read_text())
     assert record["weights"] == "ema" and record["ema_decay"] == QUICKSTART_EMA_DECAY
+    assert record["keras"] == keras_name()  # which Keras it ran on
     assert record["checkpoint_average"]["asked"] == 1
     assert record["checkpoint_average"]["averaged"] == kept[-1:]
     assert isinstance(record["checkpoint_average"]["last_checkpoint_bleu"], float)

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from tf_nmt.config import (QUICKSTART_AVERAGE_LAST, QUICKSTART_EMA_DECAY, QUICKSTART_MINUTES,
                            QUICKSTART_PRECISIONS, Config, load_config, preset)
+from tf_nmt.compat import keras_name
 from tf_nmt.config_usage import check_given
 from tf_nmt.errors import UsageError
 from tf_nmt.commands.average import average
@@ -235,6 +236,7 @@ def run_quickstart(data_dir: Path, run_dir: Path, export_dir: Path,
                                "last_checkpoint_chrf": round(last["chrf"], 2),
                                "last_checkpoint_bleu_text": last["bleu_text"]},
         "preset": preset_name,
+        "keras": keras_name(),  # tf_keras 2.x or keras 3.x (TF_NMT_KERAS / --keras)
         "precision": {"mixed_precision": cfg.train.mixed_precision, "asked": precision,
                       "probe": probe},
         "model": {"kind": cfg.model.kind, "hparams": cfg.model.hparams,
