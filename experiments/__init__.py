@@ -43,6 +43,7 @@ STUDIES: Dict[str, str] = {
     "own-corpus-pipeline": "experiments.own_corpus.pipeline",
     "own-corpus-resume": "experiments.own_corpus.resume",
     "second-pair": "experiments.second_pair.study",
+    "plan-validate": "experiments.planning.validate",
 }
 # Studies whose --tiny option trains on the test suite's toy corpus (from a checkout only).
 TINY_STUDIES = ("quantization", "lowprec", "chaos-stress")

@@ -39,7 +39,8 @@ def scenario(name: str, sets: Sequence[str], network: str, nodes: Sequence[int],
 
     base = ["data.vocab_size=32000", f"data.batch_tokens={args.tokens_per_rank}", *sets]
     cfg = build_config(args.preset, None, base)
-    params = count_gradients(build_model_for_training(cfg, 32000, policy="float32")).parameters
+    params = count_gradients(build_model_for_training(cfg, 32000, policy="float32"),
+                             32000).parameters
     compute_s = 6.0 * params * args.tokens_per_rank / (args.node_tflops * 1e12 / args.ranks_per_node)
     with tempfile.TemporaryDirectory() as tmp:
         result = plan(args.preset, base, nodes, args.ranks_per_node, network,

@@ -195,7 +195,8 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
         source, measured = "probe on this machine", probe(cfg, probe_length, probe_steps)["step_s"]
     compute_s = measured / compute_factor
     tokens_per_rank = float(cfg.data.batch_tokens * cfg.train.backward_passes_per_step)
-    grads = count_gradients(build_model_for_training(cfg, cfg.data.vocab_size, policy="float32"))
+    grads = count_gradients(build_model_for_training(cfg, cfg.data.vocab_size, policy="float32"),
+                            cfg.data.vocab_size)
     bytes_ = step_bytes(cfg, grads, cfg.data.batch_tokens)
     rows = pm.table(nodes, ranks_per_node, compute_s, tokens_per_rank, bytes_, bytes_, net, hvd,
                     steps, tokens)

@@ -3,8 +3,9 @@
 * :func:`probe_step_s`: seconds of one forward+backward+update step of the configured model on one
   process (no exchange: the compute-only step the scaling study isolates), on a batch of random
   ids of ``train.batch_tokens`` tokens;
-* :func:`count_gradients`: the model's trainable variables (built, not trained), split into the
-  embedding (sparse gradients) and the rest;
+* :func:`count_gradients`: the model's trainable variables (built, not trained), split into those
+  whose gradient is sparse (an IndexedSlices: a table only looked up) and the rest, found by one
+  gradient on a tiny batch (a tied embedding, also the output projection, has a dense one);
   (the models are built by :mod:`tf_nmt.commands.plan` with the trainer's own functions, so that
   this package stays below the training layer);
 * :func:`step_bytes`: what one rank hands to the collectives per step for a comm mode, from those
@@ -14,16 +15,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from tf_nmt.config import Config
 from tf_nmt.distributed import accounting
 from tf_nmt.errors import UsageError
 from tf_nmt.planning.model import StepBytes
-
-#: bytes of one graddrop (position, value) pair: int32 + float32
-PAIR_BYTES = accounting.itemsize("int32") + accounting.itemsize("float32")
-
 
 @dataclass(frozen=True)
 class Gradients:
@@ -42,10 +39,31 @@ class Gradients:
         return asdict(self)
 
 
-def count_gradients(model: Any) -> Gradients:
-    """Count a built model's trainable variables (the caller builds it, float32, untrained)."""
-    emb = [v for v in model.trainable_variables if "embedding" in v.name]
-    rest = [v for v in model.trainable_variables if "embedding" not in v.name]
+def sparse_gradient_flags(model: Any, vocab_size: int) -> List[bool]:
+    """Per trainable variable of ``model``: whether its gradient is an IndexedSlices, from one
+    gradient of the summed logits on a batch of 2 x 4 random ids (what Horovod allgathers in
+    ``dense`` mode, where the name alone misleads: a tied embedding's gradient is dense)."""
+    import numpy as np
+
+    from tf_nmt.compat import tf
+    from tf_nmt.data.tokenizer import EOS_ID
+
+    ids = lambda: tf.constant(np.random.default_rng(0).integers(  # noqa: E731
+        EOS_ID + 1, vocab_size, (2, 4)), tf.int32)
+    variables = model.trainable_variables
+    with tf.GradientTape() as tape:
+        logits = model({"source": ids(), "target_in": ids()}, training=False)
+        total = tf.reduce_sum(tf.cast(logits, tf.float32))
+    grads = tape.gradient(total, variables)
+    return [isinstance(g, tf.IndexedSlices) for g in grads]
+
+
+def count_gradients(model: Any, vocab_size: int) -> Gradients:
+    """Count a built model's trainable variables (the caller builds it, float32, untrained),
+    split by :func:`sparse_gradient_flags`."""
+    flags = sparse_gradient_flags(model, vocab_size)
+    emb = [v for v, sparse in zip(model.trainable_variables, flags) if sparse]
+    rest = [v for v, sparse in zip(model.trainable_variables, flags) if not sparse]
     width = int(emb[0].shape[-1]) if emb else 0
     params = sum(int(v.shape.num_elements()) for v in model.trainable_variables)
     return Gradients(accounting.variables_bytes(emb), accounting.variables_bytes(rest), width,
@@ -57,7 +75,9 @@ def step_bytes(cfg: Config, grads: Gradients, tokens_per_rank: float) -> StepByt
 
     dense: the embedding's gradient rows are allgathered (a row per source and target token, its
     values and an int32 index), the rest allreduced; sparse_as_dense: everything allreduced;
-    graddrop: (position, value) pairs of the kept fraction ``1 - drop_ratio``, allgathered;
+    graddrop: the kept fraction ``1 - drop_ratio`` of all entries as the wire code its exchange
+    sends (:func:`tf_nmt.distributed.comm.graddrop.sparse_payload_bytes`: 2-byte positions,
+    float32 values or 1-bit signs, block counts), allgathered;
     fedavg/bmuf: a parameter average every ``average_every`` steps. Accumulation
     (``backward_passes_per_step``) is in the compute, not here: one exchange per optimizer step."""
     t = cfg.train
@@ -68,8 +88,14 @@ def step_bytes(cfg: Config, grads: Gradients, tokens_per_rank: float) -> StepByt
         slice_bytes = accounting.slice_bytes(int(rows), grads.embedding_width) if grads.embedding_width else 0
         return StepBytes(allreduce=grads.rest_bytes, allgather_slice=float(slice_bytes))
     if t.comm == "graddrop":
-        kept = (1.0 - t.drop_ratio) * grads.total_bytes / accounting.itemsize("float32")
-        return StepBytes(allgather_slice=kept * PAIR_BYTES, slice_follows_batch=False)
+        from tf_nmt.distributed.comm.graddrop import sparse_payload_bytes
+
+        if t.one_bit:
+            raise UsageError("tf-nmt plan has no model for train.one_bit=true (its per-column "
+                             "means depend on every tensor's shape)")
+        entries = grads.total_bytes // accounting.itemsize("float32")
+        payload = sparse_payload_bytes((1.0 - t.drop_ratio) * entries, entries)
+        return StepBytes(allgather_slice=payload, slice_follows_batch=False)
     if t.comm in ("fedavg", "bmuf"):
         return StepBytes(periodic=float(grads.total_bytes), period=int(t.average_every))
     raise UsageError(f"tf-nmt plan has no model for train.comm={t.comm}")

@@ -36,23 +36,28 @@ def cmd_check(args) -> int:
     return 0 if problem is None else 1
 
 
-def cmd_bench(args) -> int:
-    results = []
+def bench(hosts: int, rate: str, delay: str = "0", megabytes: float = 16, repeats: int = 5,
+          tag: str = "main", timeout: float = 600) -> dict:
+    """One link bench (:mod:`experiments.scaling.cluster.linkbench`) on ``hosts`` emulated hosts
+    at ``rate``: its record, the link's description and the bytes each host sent."""
     with tempfile.TemporaryDirectory(prefix="tfnmt-linkbench-") as tmp:
-        for rate in args.rate:
-            cluster = EmulatedCluster(args.hosts, LinkSpec(rate, args.delay), tag=args.tag)
-            with cluster:
-                before = cluster.link_bytes()
-                out = Path(tmp) / f"{rate}.json"
-                launch_emulated(cluster, [sys.executable, "-m", "experiments.scaling.cluster.linkbench",
-                                          "--megabytes", str(args.megabytes), "--repeats",
-                                          str(args.repeats), "--out", str(out)],
-                                Path(tmp) / "logs" / rate, env=worker_env(), timeout=args.timeout)
-                after = cluster.link_bytes()
-                r = json.loads(out.read_text())
-                r.update({"link": cluster.describe(),
-                          "link_bytes_sent": {h: after[h] - before[h] for h in after}})
-                results.append(r)
+        with EmulatedCluster(hosts, LinkSpec(rate, delay), tag=tag) as cluster:
+            before = cluster.link_bytes()
+            out = Path(tmp) / f"{rate}.json"
+            launch_emulated(cluster, [sys.executable, "-m", "experiments.scaling.cluster.linkbench",
+                                      "--megabytes", str(megabytes), "--repeats",
+                                      str(repeats), "--out", str(out)],
+                            Path(tmp) / "logs" / rate, env=worker_env(), timeout=timeout)
+            after = cluster.link_bytes()
+            r = json.loads(out.read_text())
+            r.update({"link": cluster.describe(),
+                      "link_bytes_sent": {h: after[h] - before[h] for h in after}})
+    return r
+
+
+def cmd_bench(args) -> int:
+    results = [bench(args.hosts, rate, args.delay, args.megabytes, args.repeats, args.tag,
+                     args.timeout) for rate in args.rate]
     print(f"allreduce of {args.megabytes} MB float32 over {args.hosts} emulated hosts")
     print("| link rate | delay | median time | bus bandwidth | share of link rate | bytes sent per host |")
     print("|---|---|---|---|---|---|")

@@ -1,0 +1,297 @@
+"""``tf-nmt plan``'s exchange model against the emulated cluster (issue 58, item 2).
+
+For every point of hosts x link rate x comm mode it runs the scaling study's step worker on the
+emulated cluster (:func:`experiments.scaling.cluster.study.run_study`: one rank per network
+namespace, ``tc tbf`` links) and takes the measured exchange time per step (``comm_s``: the
+distributed step minus the same step without the exchange) and the bytes each host sent on its
+link per step. Per hosts x link it first runs the cluster's link bench
+(:func:`experiments.scaling.cluster.cluster_cli.bench`): the median time of an allreduce of one
+float32 (one collective's fixed cost) and of ``--bench-megabytes``.
+
+Beside each point goes the model's prediction (:mod:`tf_nmt.planning`) for the same model
+variables (:func:`tf_nmt.planning.probe.step_bytes` of the worker's config), N nodes of one rank,
+Horovod's fusion threshold and the cycle time the ranks ran with, on ``--network custom`` with
+
+* ``rate``: the link's tc rate as the bandwidth and the bench's latency
+  ``alpha = max(0, t_small - cycle) / (2 (N - 1))`` (what is left of a one-float allreduce after
+  Horovod's cycle, per ring step);
+* ``bench``: the same latency and the bandwidth the bench reached,
+  ``2 (N - 1)/N * S / (t_S - t_small)`` (the host's own limits: on 2 shared cores the emulated
+  10 Gbit/s link is not the bottleneck).
+
+and the relative error ``(predicted - measured) / measured`` of exchange time and link bytes.
+
+On 2 shared cores the compute column of these runs is contention (N ranks share 2 cores), not
+a node's compute: only the exchange is validated.
+
+    python -m experiments.planning.validate [--resume | --overwrite]
+    python -m experiments plan-validate [--resume | --overwrite]
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from experiments.lib import common
+from tf_nmt.errors import UsageError
+
+RESULTS = common.results_path(__file__, "validate.json")
+#: the scaling study's small Transformer (1,363,776 parameters at an 8,000 vocabulary)
+MODEL = ["model.num_layers=1", "model.d_model=128", "model.num_heads=2", "model.ff_dim=256"]
+VARIANTS = ("rate", "bench")
+TARGETS = {"median": 0.15, "worst": 0.30}
+BENCH_TAG = "plnv"
+
+
+def settings_of(args: argparse.Namespace) -> Dict[str, Any]:
+    """What a point's measurement depends on (``--resume`` requires the file's to be equal)."""
+    return {"hosts": list(args.hosts), "links": list(args.links), "comms": list(args.comms),
+            "overrides": [*MODEL, *args.set], "sentences": args.sentences, "src_len": args.length,
+            "tgt_len": args.length, "vocab_size": args.vocab_size, "steps": args.steps,
+            "warmup": args.warmup, "block": args.block, "estimator": args.estimator,
+            "threads": 1, "bench_megabytes": args.bench_megabytes,
+            "bench_repeats": args.bench_repeats}
+
+
+def point_key(hosts: int, link: str, comm: str) -> str:
+    return f"h{hosts}-{link}-{comm}"
+
+
+def bench_key(hosts: int, link: str) -> str:
+    return f"h{hosts}-{link}"
+
+
+def measure_bench(hosts: int, link: str, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The cluster's link bench on ``hosts`` hosts at ``link``: its times and the network it
+    implies for the model (latency and reached bandwidth)."""
+    from experiments.scaling.cluster.cluster_cli import bench  # noqa: PLC0415 - imports Horovod
+
+    r = bench(hosts, link, megabytes=settings["bench_megabytes"], repeats=settings["bench_repeats"],
+              tag=BENCH_TAG)
+    return {"hosts": hosts, "link": link, "rate_bits": r["link"]["rate_bits"], "bytes": r["bytes"],
+            "times_s": r["times_s"], "median_s": r["median_s"], "small_times_s": r["small_times_s"],
+            "small_median_s": r["small_median_s"], "cycle_s": _cycle_s(),
+            **common.git_revision()}
+
+
+def _cycle_s() -> float:
+    """HOROVOD_CYCLE_TIME of the ranks (they run in this environment), seconds."""
+    from tf_nmt.distributed.context import horovod_cycle_time  # noqa: PLC0415
+
+    return horovod_cycle_time() / 1e3
+
+
+def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], work: Path,
+                  log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """One run of the scaling study's worker: measured exchange time and link bytes per step."""
+    from experiments.scaling.cluster.study import StudySpec, run_study  # noqa: PLC0415
+
+    spec = StudySpec(workers=[hosts], kinds=["weak"], comms=[comm], launcher="emulated",
+                     links=[link], weak_sentences=settings["sentences"],
+                     src_len=settings["src_len"], tgt_len=settings["tgt_len"],
+                     vocab_size=settings["vocab_size"], overrides=list(settings["overrides"]),
+                     steps=settings["steps"], warmup=settings["warmup"], block=settings["block"],
+                     threads=settings["threads"], estimator=settings["estimator"])
+    run = run_study(spec, work / point_key(hosts, link, comm), log=log)["runs"][0]
+    keep = ("world", "step_s", "compute_s", "comm_s", "comm_s_raw", "step_min_s", "step_median_s",
+            "compute_min_s", "compute_median_s", "payload_bytes_per_step",
+            "predicted_link_bytes_per_step", "link_bytes_per_step", "num_parameters", "wall_s")
+    return {"hosts": hosts, "link": link, "comm": comm,
+            **{k: run.get(k) for k in keep}, "cycle_s": _cycle_s(), **common.git_revision()}
+
+
+def network_of(bench: Dict[str, Any], variant: str):
+    """The model's network for one bench: the latency it measured and the link's rate
+    (``rate``) or the bandwidth it reached (``bench``)."""
+    from tf_nmt.distributed.accounting import ring_allreduce_bytes  # noqa: PLC0415
+    from tf_nmt.planning.network import network  # noqa: PLC0415
+
+    n = bench["hosts"]
+    alpha_s = max(0.0, bench["small_median_s"] - bench["cycle_s"]) / (2 * (n - 1))
+    if variant == "rate":
+        bits = bench["rate_bits"]
+    elif variant == "bench":
+        wire_s = bench["median_s"] - bench["small_median_s"]
+        bits = min(bench["rate_bits"], 8 * ring_allreduce_bytes(bench["bytes"], n) / wire_s)
+    else:
+        raise ValueError(f"unknown variant {variant!r}: {', '.join(VARIANTS)}")
+    return network("custom", alpha_us=alpha_s * 1e6, bandwidth_gbit=bits / 1e9)
+
+
+def step_bytes_of(comm: str, settings: Dict[str, Any]):
+    """The model's collective input per step for ``comm`` (its real variables, built here)."""
+    from experiments.scaling.cluster.modes import mode_overrides  # noqa: PLC0415
+    from tf_nmt.config import load_config  # noqa: PLC0415
+    from tf_nmt.planning.probe import count_gradients, step_bytes  # noqa: PLC0415
+    from tf_nmt.training.trainer import build_model_for_training  # noqa: PLC0415
+
+    cfg = load_config(overrides=[*settings["overrides"], *mode_overrides(comm)])
+    vocab = settings["vocab_size"]
+    grads = count_gradients(build_model_for_training(cfg, vocab, policy="float32"), vocab)
+    # tokens per rank and step: the worker's source and target sentences of tgt_len
+    return step_bytes(cfg, grads, settings["sentences"] * settings["tgt_len"])
+
+
+def predict(point: Dict[str, Any], bench: Dict[str, Any], step, variant: str) -> Dict[str, float]:
+    """The model's exchange seconds and link bytes for one measured point, with the errors."""
+    from tf_nmt.planning import model as pm  # noqa: PLC0415
+
+    net = network_of(bench, variant)
+    hvd = pm.Horovod(cycle_s=point["cycle_s"])
+    ex = pm.exchange_s(step, point["hosts"], 1, net, hvd)
+    sent = pm.link_bytes(step, point["hosts"], 1)
+    return {"alpha_us": net.alpha_s * 1e6, "bandwidth_gbit": net.bandwidth_Bps * 8 / 1e9,
+            "exchange_s": ex, "link_bytes": sent,
+            "exchange_error": (ex - point["comm_s"]) / point["comm_s"],
+            "bytes_error": (sent - point["link_bytes_per_step"]) / point["link_bytes_per_step"]}
+
+
+def compare(doc: Dict[str, Any], step_of: Callable[[str], Any]) -> Dict[str, Any]:
+    """Predictions beside every point of ``doc`` and the summary of the errors per variant."""
+    points = []
+    for point in doc["points"]:
+        bench = doc["benches"][bench_key(point["hosts"], point["link"])]
+        step = step_of(point["comm"])
+        points.append({**point, "step_bytes": step.to_dict(),
+                       "predicted": {v: predict(point, bench, step, v) for v in VARIANTS}})
+    summary = {}
+    for v in VARIANTS:
+        entry = {}
+        for what in ("exchange", "bytes"):
+            errors = [abs(p["predicted"][v][f"{what}_error"]) for p in points]
+            entry[what] = {"median_abs_error": statistics.median(errors) if errors else None,
+                           "worst_abs_error": max(errors) if errors else None}
+        ex = entry["exchange"]
+        entry["meets_targets"] = bool(points) and (ex["median_abs_error"] <= TARGETS["median"]
+                                                   and ex["worst_abs_error"] <= TARGETS["worst"])
+        summary[v] = entry
+    return {"points": points, "summary": summary}
+
+
+def table(doc: Dict[str, Any]) -> str:
+    """Every point: measured and predicted exchange time and link bytes, with errors."""
+    lines = ["| hosts | link | comm | measured ms | rate ms (err) | bench ms (err) | measured MB "
+             "| predicted MB (err) |", "|---|---|---|---|---|---|---|---|"]
+    for p in doc["points"]:
+        r, b = p["predicted"]["rate"], p["predicted"]["bench"]
+        lines.append(
+            f"| {p['hosts']} | {p['link']} | {p['comm']} | {1e3 * p['comm_s']:.1f} | "
+            f"{1e3 * r['exchange_s']:.1f} ({100 * r['exchange_error']:+.0f}%) | "
+            f"{1e3 * b['exchange_s']:.1f} ({100 * b['exchange_error']:+.0f}%) | "
+            f"{p['link_bytes_per_step'] / 1e6:.3f} | {r['link_bytes'] / 1e6:.3f} "
+            f"({100 * r['bytes_error']:+.0f}%) |")
+    for v, s in doc["summary"].items():
+        lines.append(f"\n{v}: exchange median {100 * s['exchange']['median_abs_error']:.1f}% / "
+                     f"worst {100 * s['exchange']['worst_abs_error']:.1f}%, bytes median "
+                     f"{100 * s['bytes']['median_abs_error']:.1f}% / worst "
+                     f"{100 * s['bytes']['worst_abs_error']:.1f}% "
+                     f"({'meets' if s['meets_targets'] else 'misses'} median <= 15%, worst <= 30%)")
+    return "\n".join(lines)
+
+
+def _load(path: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
+    import json  # noqa: PLC0415
+
+    if not path.is_file():
+        raise UsageError(f"--resume: there is no {path} to resume")
+    doc = json.loads(path.read_text())
+    if doc.get("settings") != settings:
+        raise UsageError(f"--resume: {path} was measured with other settings; give the same "
+                         "options or --overwrite")
+    return doc
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.planning.validate",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=common.parse_ranks, default=(2, 3, 4), help="e.g. 2,3,4")
+    p.add_argument("--links", type=lambda s: [x for x in s.split(",") if x],
+                   default=["100mbit", "1gbit", "10gbit"], help="tc rates, e.g. 100mbit,1gbit")
+    p.add_argument("--comms", type=lambda s: [x for x in s.split(",") if x],
+                   default=["dense", "sparse_as_dense", "graddrop"])
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="more config overrides on top of the small Transformer")
+    p.add_argument("--sentences", type=int, default=16, help="per rank and step")
+    p.add_argument("--length", type=int, default=24, help="source and target tokens a sentence")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--block", type=int, default=3)
+    p.add_argument("--estimator", choices=("min", "median"), default="min")
+    p.add_argument("--bench-megabytes", type=float, default=5.5)
+    p.add_argument("--bench-repeats", type=int, default=7)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--resume", action="store_true", help="keep the points already in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace --out")
+    args = p.parse_args(argv)
+    if args.resume and args.overwrite:
+        raise UsageError("give --resume or --overwrite, not both")
+    if min(args.hosts) < 2:
+        raise UsageError(f"--hosts: an exchange needs at least 2 hosts, got {args.hosts}")
+    from experiments.scaling.cluster.modes import mode_overrides  # noqa: PLC0415
+
+    for comm in args.comms:
+        try:
+            mode_overrides(comm)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    settings = settings_of(args)
+    if args.resume:
+        doc = _load(args.out, settings)
+    else:
+        common.refuse_existing([args.out], args.overwrite)
+        doc = {"settings": settings, "benches": {}, "points": []}
+    command = shlex.join(["python", "-m", "experiments.planning.validate",
+                          *(sys.argv[1:] if argv is None else argv)])
+    steps: Dict[str, Any] = {}
+
+    def step_of(comm: str):
+        if comm not in steps:
+            steps[comm] = step_bytes_of(comm, settings)
+        return steps[comm]
+
+    def save() -> Dict[str, Any]:
+        measured = {"settings": settings, "benches": doc["benches"],
+                    "points": [{k: v for k, v in pt.items() if k not in ("predicted", "step_bytes")}
+                               for pt in doc["points"]]}
+        full = {"command": command, **measured, **compare(measured, step_of), "note": NOTE}
+        common.write_result(args.out, full, overwrite=True)
+        return full
+
+    done = {point_key(pt["hosts"], pt["link"], pt["comm"]) for pt in doc["points"]}
+    with tempfile.TemporaryDirectory(prefix="tfnmt-plan-validate-") as tmp:
+        for hosts in args.hosts:
+            for link in args.links:
+                if bench_key(hosts, link) not in doc["benches"]:
+                    doc["benches"][bench_key(hosts, link)] = measure_bench(hosts, link, settings)
+                    save()
+                for comm in args.comms:
+                    if point_key(hosts, link, comm) in done:
+                        print(f"{point_key(hosts, link, comm)}: in {args.out}, kept")
+                        continue
+                    doc["points"].append(measure_point(hosts, link, comm, settings, Path(tmp)))
+                    save()
+    full = save()
+    print("\n" + table(full))
+    print(f"wrote {args.out}")
+    return 0
+
+
+NOTE = ("On 2 shared cores the N ranks' compute is contention (they share the cores), so the "
+        "compute column of these runs says nothing about a node: only the exchange (comm_s, "
+        "link bytes) is validated.")
+
+
+if __name__ == "__main__":
+    from tf_nmt.errors import UserError
+
+    try:
+        raise SystemExit(main())
+    except UserError as err:
+        print(f"validate: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
