@@ -9,7 +9,8 @@ and a WMT14 Transformer's time to solution from about a month on one node to abo
 Assumptions (each an argument): transformer-big with a 32k shared vocabulary; 4 ranks per node
 (the seeds ran 2-4); ``--tokens-per-rank`` tokens per rank and step; a node sustains
 ``--node-tflops`` (fp32) on the step, so one rank's compute is ``6 * parameters * tokens /
-(node_tflops / ranks_per_node)``; Horovod's defaults; ``--overlap`` of backward with the exchange.
+(node_tflops / ranks_per_node)``; Horovod's defaults (1 ms cycle); ``--overlap`` of backward
+with the exchange.
 Strong scaling keeps the global batch of one node (4 ranks) and divides it over N.
 
     python -m experiments.planning.seeds [--overwrite]
@@ -45,7 +46,7 @@ def scenario(name: str, sets: Sequence[str], network: str, nodes: Sequence[int],
     with tempfile.TemporaryDirectory() as tmp:
         result = plan(args.preset, base, nodes, args.ranks_per_node, network,
                       out=Path(tmp) / "plan", compute_seconds=compute_s, overlap=args.overlap,
-                      quiet=True)
+                      cycle_ms=args.cycle_ms, quiet=True)
     return {"name": name, "sets": base, "network": network, "parameters": params,
             "compute_s": compute_s, "rows": result["rows"], "step_bytes": result["step_bytes"]}
 
@@ -62,6 +63,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--node-tflops", type=float, default=1.3,
                    help="sustained fp32 TFLOP/s of one Xeon Gold 6148 node (2 x 20 cores) on the step")
     p.add_argument("--overlap", type=float, default=0.5)
+    p.add_argument("--cycle-ms", type=float, default=1.0,
+                   help="HOROVOD_CYCLE_TIME of the seeds' runs (Horovod's default; tf-nmt's is 10)")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)

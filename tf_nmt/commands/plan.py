@@ -144,7 +144,7 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
          overwrite: bool = False, probe_only: bool = False, probe_file: Optional[Path] = None,
          compute_seconds: Optional[float] = None, compute_factor: float = 1.0,
          probe_steps: int = 3, probe_length: int = 32, overlap: float = 0.5,
-         fusion_mb: float = 128.0, cycle_ms: float = 1.0, steps: Optional[int] = None,
+         fusion_mb: float = 128.0, cycle_ms: Optional[float] = None, steps: Optional[int] = None,
          tokens: Optional[float] = None, config_file: Optional[Path] = None,
          quiet: bool = False) -> Dict[str, Any]:
     """Plan a run (or, ``probe_only``, record this machine's probe in ``out``): the result
@@ -185,6 +185,10 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
     if not nodes:
         raise UsageError("--nodes is empty")
     net = make_network(network, alpha_us, bandwidth_gbit)
+    if cycle_ms is None:  # what tf-nmt train's ranks will run with
+        from tf_nmt.distributed.context import horovod_cycle_time
+
+        cycle_ms = horovod_cycle_time()
     hvd = pm.Horovod(fusion_mb * 2 ** 20, cycle_ms * 1e-3, overlap)
     out = _out_dir(out, overwrite)
     if probe_file is not None:
@@ -261,7 +265,8 @@ def add_plan_parser(subparsers) -> None:
     p.add_argument("--overlap", type=float, default=0.5,
                    help="fraction of the backward pass that hides exchange, in [0, 1]")
     p.add_argument("--fusion-mb", type=float, default=128.0, help="HOROVOD_FUSION_THRESHOLD, MiB")
-    p.add_argument("--cycle-ms", type=float, default=1.0, help="HOROVOD_CYCLE_TIME, ms")
+    p.add_argument("--cycle-ms", type=float, default=None,
+                   help="HOROVOD_CYCLE_TIME, ms (default: what tf-nmt train uses, $HOROVOD_CYCLE_TIME or 10)")
     p.add_argument("--steps", type=int, help="also give the time to this many steps")
     p.add_argument("--tokens", type=float, help="also give the time to this many target tokens")
     p.set_defaults(func=_check_and_run)

@@ -9,9 +9,10 @@ Collectives (per rank, ring algorithms; alpha latency, beta bandwidth):
   the node's link, so the link carries the whole tensor), then an allgather within the node.
 
 Horovod's tensor fusion packs the gradients into buffers of ``fusion_bytes`` (HOROVOD_FUSION_THRESHOLD);
-each buffer is one collective and waits for one cycle (HOROVOD_CYCLE_TIME). The defaults are
-Horovod's since 0.21 (128 MiB and 1 ms, its changelog, PR 2468; the tensor-fusion page still says
-64 MB and 5 ms, the older values). The exchange overlaps the backward pass: ``overlap`` is the fraction of the
+each buffer is one collective and waits for one cycle (HOROVOD_CYCLE_TIME). The fusion default is
+Horovod's since 0.21 (128 MiB, its changelog, PR 2468; the tensor-fusion page still says 64 MB);
+the cycle's is tf-nmt's (10 ms, :data:`tf_nmt.distributed.context.DEFAULT_CYCLE_TIME_MS`, which
+``tf-nmt train`` sets unless the launcher gives one; Horovod's own is 1 ms). The exchange overlaps the backward pass: ``overlap`` is the fraction of the
 backward time (``BACKWARD_SHARE`` of the compute) that can hide exchange.
 """
 from __future__ import annotations
@@ -20,13 +21,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from tf_nmt.distributed.context import DEFAULT_CYCLE_TIME_MS
 from tf_nmt.errors import UsageError
 from tf_nmt.planning.network import Network, intra_node
 
 #: backward's share of a forward+backward+update step (backward costs about twice the forward)
 BACKWARD_SHARE = 2.0 / 3.0
 FUSION_BYTES = 128 * 1024 * 1024
-CYCLE_S = 1e-3
+CYCLE_S = DEFAULT_CYCLE_TIME_MS / 1e3
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, net: Network) -> float:
