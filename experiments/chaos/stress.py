@@ -6,13 +6,18 @@ Each attempt is one elastic job through the real ``tf-nmt`` command line and ``h
 workers up one random worker (rank 0 included) is SIGKILLed and its host stays lost, so the job
 must finish with W - 1. Per attempt the outcome is recorded:
 
-* **survived** — the job exited 0 at its last step;
+* **survived** — the job exited 0 at its last step, and every rank's state fingerprint (weights
+  and optimizer variables, ``RUN_DIR/elastic_fingerprints``) agreed after every sync (each
+  recovery) and at the end;
+* **diverged** — at some sync or at the end the ranks' fingerprints differed (the step, attempt
+  and ranks of each are recorded), whatever the exit;
 * **hung** — the attempt's time limit (``--attempt-timeout``) passed with the job still running
   (it is then killed: a hang is recorded, never waited on);
-* **failed** — anything else (a non-zero exit, an exit short of the last step).
+* **failed** — anything else (a non-zero exit, an exit short of the last step, a finished job
+  with a rank's fingerprint missing).
 
-with its time, final step, the step it was killed at, the victim's rank, the world sizes and the
-steps lost. The results file is rewritten after every attempt; ``--resume`` skips the attempts it
+with its time, final step, the step it was killed at, the victim's rank, the world sizes, the
+steps lost and the number of rank-agreement checks. The results file is rewritten after every attempt; ``--resume`` skips the attempts it
 already holds, so an interrupted stress run goes on where it stopped.
 """
 from __future__ import annotations
@@ -34,7 +39,7 @@ from tf_nmt.training.callbacks import read_progress_log
 
 ELASTIC_MODES = chaos.ELASTIC_MODES
 REFUSED_MODES = ("fedavg", "bmuf")
-OUTCOMES = ("survived", "hung", "failed")
+OUTCOMES = ("survived", "diverged", "hung", "failed")
 # The lost host stays lost and nobody joins: a short Gloo timeout is enough, and a bounded
 # elastic timeout makes a job left below --min-np fail instead of waiting 600 s.
 GLOO_TIMEOUT_S, ELASTIC_TIMEOUT_S = 10, 60
@@ -77,6 +82,28 @@ def summarise(attempts: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     for row in summary.values():
         row["mean_seconds"] = round(row.pop("seconds") / row["attempts"], 1)
     return summary
+
+
+def judge(code: Optional[int], final: int, steps: int,
+          agreement: Dict[str, Any]) -> Tuple[str, Optional[str]]:
+    """The outcome of a job that ended (``code``) at step ``final`` of ``steps`` with the rank
+    agreement of :func:`experiments.chaos.study.rank_agreement`, and why it is not survived:
+    ``diverged`` whenever the ranks' fingerprints differed, ``failed`` for a bad exit or a
+    finished job whose fingerprints are incomplete."""
+    problems = agreement["problems"]
+    diverged = [p for p in problems if p["kind"] == "diverged"]
+    if diverged:
+        return "diverged", "; ".join(
+            f"ranks differ at the {p['event']} of attempt {p['attempt']} (step {p['step']}, "
+            f"{p['world_size']} workers): " + " vs ".join(
+                "/".join(map(str, ranks)) for ranks in p["ranks"].values()) for p in diverged)
+    if code != 0 or final < steps:
+        return "failed", f"exit code {code} at step {final} of {steps}"
+    if problems:
+        return "failed", "no fingerprint from " + "; ".join(
+            f"rank(s) {p.get('missing_ranks', 'all')} at the {p['event']} of attempt "
+            f"{p.get('attempt')}" for p in problems)
+    return "survived", None
 
 
 def mode_overrides(mode: str, steps: int, commit_every: int) -> List[str]:
@@ -149,10 +176,13 @@ def run_once(mode: str, repeat: int, work: Path, data_dir: Path, hosts: Sequence
     entries = read_progress_log(run_dir / "progress.jsonl")
     final = int(entries[-1]["step"]) if entries else 0
     attempts = chaos.read_attempts(run_dir)
-    if code is not None and "error" not in record:
-        outcome = "survived" if code == 0 and final >= steps else "failed"
-        if outcome == "failed":
-            record["error"] = f"exit code {code} at step {final} of {steps}"
+    ended = code is not None and "error" not in record  # exited by itself after the kill
+    agreement = chaos.rank_agreement(run_dir, finished=ended and code == 0)
+    if ended or any(p["kind"] == "diverged" for p in agreement["problems"]):
+        outcome, error = judge(code, final, steps, agreement)
+        if error:  # a hang or early exit that also diverged keeps both reasons
+            record["error"] = error if ended else f"{error}; {record['error']}"
+    record.update(rank_checks=agreement["checks"], rank_problems=agreement["problems"])
     record.update(outcome=outcome, seconds=round(time.monotonic() - start, 1), exit_code=code,
                   final_step=final, world_sizes=[a["world_size"] for a in attempts],
                   steps_lost=[a["steps_lost"] for a in attempts[1:] if a["failed_at"] is not None])
@@ -231,5 +261,6 @@ def main(argv: Optional[Sequence[str]] = None,
     summary = summarise(attempts)
     for mode, row in summary.items():
         print(f"chaos-stress: {mode}: {row['survived']}/{row['attempts']} survived, "
-              f"{row['hung']} hung, {row['failed']} failed (mean {row['mean_seconds']} s)")
+              f"{row['diverged']} diverged, {row['hung']} hung, {row['failed']} failed "
+              f"(mean {row['mean_seconds']} s)")
     return 0 if all(row["survived"] == row["attempts"] for row in summary.values()) else 1

@@ -6,6 +6,8 @@ inputs, all through the real ``tf-nmt`` command line; writes ``experiments/chaos
   W workers up, one random worker is SIGKILLed. With a blacklist cool-down the host comes back,
   so the next attempt also takes a returning worker in. Per kill: the step it had reached, the
   committed step the survivors went on from and the steps lost (from ``RUN_DIR/elastic.jsonl``).
+  A kill counts as survived only if every rank's state fingerprint agreed after every sync and
+  at the end (``RUN_DIR/elastic_fingerprints``, :func:`rank_agreement`).
 * **resume** — one process, trained to step S/2, stopped, resumed to S, against one trained
   straight to S: the largest weight difference and the final-loss difference.
 * **bad inputs** — each must fail with a non-zero status and a one-line ``tf-nmt: error:``
@@ -29,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from experiments.lib import launcher
 from experiments.lib import common
+from horovod_patches import fingerprint as fingerprints
 from tf_nmt.training.callbacks import read_progress_log
 from tf_nmt.modes import ELASTIC_MODES
 
@@ -107,6 +110,30 @@ def read_attempts(run_dir: Path) -> List[Dict[str, Any]]:
         except json.JSONDecodeError:
             break
     return entries
+
+
+# tf_nmt.training.elastic.FINGERPRINT_DIR (that module loads TensorFlow)
+FINGERPRINT_DIR = "elastic_fingerprints"
+
+
+def rank_agreement(run_dir: Path, finished: bool = True) -> Dict[str, Any]:
+    """Whether the ranks of an elastic run held the same state after every sync and at the end:
+    ``checks`` (the syncs and ends recorded) and ``problems``: each ``diverged`` one (its event,
+    attempt, step and fingerprint -> ranks) and each ``missing`` one (a rank, an attempt of
+    ``elastic.jsonl`` or, when ``finished``, the end with no fingerprint)."""
+    entries = fingerprints.read_entries(run_dir / FINGERPRINT_DIR)
+    problems = fingerprints.disagreements(entries)
+    if not finished:  # a killed or failed job: ranks may die before they record
+        problems = [p for p in problems if p["kind"] == "diverged"]
+    else:
+        recorded = {e.get("attempt") for e in entries if e["event"] == "sync"}
+        problems += [{"kind": "missing", "event": "sync", "attempt": a["attempt"],
+                      "step": a["step"], "world_size": a["world_size"]}
+                     for a in read_attempts(run_dir) if a.get("attempt") not in recorded]
+        if not any(e["event"] == "end" for e in entries):
+            problems.append({"kind": "missing", "event": "end"})
+    checks = {(e["event"], e.get("attempt"), e["step"], e["world_size"]) for e in entries}
+    return {"checks": len(checks), "problems": problems}
 
 
 def elastic_train_command(run_dir: Path, data_dir: Path, overrides: Sequence[str]) -> List[str]:
@@ -190,9 +217,11 @@ def chaos_run(run_dir: Path, data_dir: Path, work: Path, kills: int, steps: int,
     resets = attempts[1:]
     entries = read_progress_log(run_dir / "progress.jsonl")
     final = entries[-1]["step"] if entries else 0
+    agreement = rank_agreement(run_dir, finished=code == 0)
+    survived = code == 0 and final >= steps and not agreement["problems"]
     return {"workers": workers, "hosts": hosts, "comm": comm, "steps": steps,
             "commit_every": commit_every, "exit_code": code, "kills": done,
-            "kills_survived": len(done) if code == 0 and final >= steps else 0,
+            "kills_survived": len(done) if survived else 0, "rank_agreement": agreement,
             "resets": resets, "steps_lost": [a["steps_lost"] for a in resets if a["failed_at"] is not None],
             "final_step": final,
             "first_loss": entries[0]["loss"] if entries else None,
@@ -298,7 +327,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "elastic": chaos, "resume": resume, "bad_inputs": bad,
                "wall_seconds": time.time() - start, "python": sys.version.split()[0]}
     common.write_result(args.output, payload, overwrite=True)
-    print(f"chaos: {chaos['kills_survived']}/{len(chaos['kills'])} kills survived, steps lost "
+    print(f"chaos: {chaos['kills_survived']}/{len(chaos['kills'])} kills survived (ranks agreed "
+          f"at {chaos['rank_agreement']['checks']} syncs and ends, "
+          f"{len(chaos['rank_agreement']['problems'])} problems), steps lost "
           f"{chaos['steps_lost']}, final step {chaos['final_step']}; resume max |dw| "
           f"{resume['max_abs_weight_delta']:.3g}; {sum(b['one_line_error'] for b in bad)}/"
           f"{len(bad)} bad inputs refused in one line -> {args.output}")

@@ -4,7 +4,9 @@
 * :class:`KerasState` — Horovod's ``ObjectState`` holding a Keras 3 model's variables and its
   optimizer's (``optimizer.variables``: ``iterations``, slots, a wrapper's own counters), plus any
   Python attributes given as keyword arguments: ``commit`` keeps a copy in memory, ``restore``
-  puts it back after a failed collective, ``sync`` sends rank 0's values to every worker;
+  puts it back after a failed collective, ``sync`` sends rank 0's values to every worker; with
+  ``fingerprint_dir`` each rank appends a fingerprint of its synced state there after every sync
+  (:mod:`horovod_patches.fingerprint`: check the ranks agree after every recovery);
 * :class:`CommitStateCallback` — ``state.commit()`` every ``batches_per_commit`` batches and at
   each epoch end (a commit also checks whether the host set changed);
 * :func:`run` — Horovod's own ``horovod.tensorflow.elastic.run`` (the reset/retry loop).
@@ -22,6 +24,7 @@ import tensorflow as tf
 import horovod.tensorflow as hvd
 from horovod.common.elastic import ObjectState
 from horovod.tensorflow.elastic import run
+from horovod_patches import fingerprint as fingerprints
 
 __all__ = ["KerasState", "CommitStateCallback", "run", "optimizer_variables", "broadcast_variables"]
 
@@ -43,11 +46,15 @@ def optimizer_variables(optimizer: Any) -> List[Any]:
 class KerasState(ObjectState):
     """Elastic state of a Keras 3 model and its optimizer (build the optimizer first, e.g.
     ``optimizer.build(model.trainable_variables)``), plus the keyword arguments as Python
-    attributes (committed, restored and broadcast by Horovod's ``ObjectState``)."""
+    attributes (committed, restored and broadcast by Horovod's ``ObjectState``).
+    ``fingerprint_dir``: where each rank records :meth:`fingerprint` after every sync (call
+    :meth:`record_fingerprint` with ``"end"`` after training for the final state)."""
 
-    def __init__(self, model: keras.Model, optimizer: Optional[Any] = None, **kwargs: Any) -> None:
+    def __init__(self, model: keras.Model, optimizer: Optional[Any] = None,
+                 fingerprint_dir: Optional[str] = None, **kwargs: Any) -> None:
         self.model = model
         self.optimizer = optimizer if optimizer is not None else model.optimizer
+        self.fingerprint_dir = fingerprint_dir
         self._saved_model_state: List[Any] = []
         self._saved_optimizer_state: List[Any] = []
         super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank, **kwargs)
@@ -62,6 +69,18 @@ class KerasState(ObjectState):
     def shared_variables(self) -> List[Any]:
         """The variables ``sync`` broadcasts from rank 0 (override to keep some per process)."""
         return self.model_variables() + self.optimizer_variables()
+
+    def fingerprint(self) -> str:
+        """sha256 of :meth:`shared_variables`: equal on every rank right after a sync."""
+        return fingerprints.state_fingerprint(self.shared_variables())
+
+    def record_fingerprint(self, event: str, **extra: Any) -> Optional[Dict[str, Any]]:
+        """Append this rank's :meth:`fingerprint` and step to ``fingerprint_dir`` (if set)."""
+        if self.fingerprint_dir is None:
+            return None
+        return fingerprints.record(self.fingerprint_dir, event,
+                                   int(self.optimizer.iterations.numpy()), hvd.rank(), hvd.size(),
+                                   self.fingerprint(), **extra)
 
     def _save_model(self) -> None:
         self._saved_model_state = [tf.identity(v) for v in self.model_variables()]
@@ -87,6 +106,7 @@ class KerasState(ObjectState):
         broadcast_variables(self.shared_variables(), root_rank=0)
         self._save_model()
         super().sync()
+        self.record_fingerprint("sync")
 
 
 class CommitStateCallback(keras.callbacks.Callback):

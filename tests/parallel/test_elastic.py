@@ -1,6 +1,8 @@
 """Elastic training with a real kill: 3 workers under an elastic ``horovodrun`` (Gloo), one is
 SIGKILLed mid-run; the job reaches its step count with 2 (issue 15 item 3); on Keras 2 and, with
-the state of horovod_patches.keras3.elastic, on Keras 3 (issue 57 item 2)."""
+the state of horovod_patches.keras3.elastic, on Keras 3 (issue 57 item 2); every rank's state
+fingerprint (weights and optimizer variables) agrees after each sync and at the end (issue 56
+item 7)."""
 from __future__ import annotations
 
 import os
@@ -12,6 +14,7 @@ import pytest
 from tests.parallel import launch
 from tests.parallel.test_kill import HANG_GUARD_S, toy_data
 from experiments.chaos import study as chaos
+from horovod_patches import fingerprint as fingerprints
 from tf_nmt.training.callbacks import read_progress_log
 
 pytestmark = [pytest.mark.parallel, pytest.mark.slow]
@@ -72,3 +75,10 @@ def test_elastic_run_survives_a_killed_worker(tmp_path, monkeypatch, comm, keras
     assert after[-1] < losses[0] and min(after) < min(e["loss"] for e in entries
                                                         if e["step"] <= reset["step"])
     assert f"trained to step {STEPS}" in output
+    # The ranks held the same weights and optimizer state after every sync (the start, the
+    # recovery) and at the end: one fingerprint per group, from every rank of its world.
+    assert chaos.rank_agreement(run) == {"checks": 3, "problems": []}
+    entries = fingerprints.read_entries(run / chaos.FINGERPRINT_DIR)
+    groups = sorted({(e["event"], e["attempt"], e["step"], e["world_size"]) for e in entries})
+    assert groups == [("end", 2, STEPS, 2), ("sync", 1, 0, 3), ("sync", 2, reset["step"], 2)]
+    assert sorted(e["rank"] for e in entries) == [0, 0, 0, 1, 1, 1, 2]

@@ -21,7 +21,12 @@ writers). Between attempts the run's state lives in a Horovod ``KerasState`` (on
   the GradDrop residuals, which belong to the process that accumulated them (a new one starts
   with none, as at the start of a run);
 * every change of the world size is logged with the learning rate and warm-up of the new world,
-  and the chief appends each attempt to ``RUN_DIR/elastic.jsonl`` (machine-readable).
+  and the chief appends each attempt to ``RUN_DIR/elastic.jsonl`` (machine-readable);
+* at the start of every attempt (after the sync: so after every recovery) and at the end, every
+  rank appends a sha256 fingerprint of its shared state (weights and optimizer variables, the
+  residuals excepted) with the step and the attempt number to ``RUN_DIR/elastic_fingerprints/``
+  (:mod:`horovod_patches.fingerprint`, one file per process), so a study can check that the
+  ranks agree after each recovery (``experiments/chaos``).
 
 Settings whose state is not part of the commit are refused (:func:`check_elastic_config`).
 """
@@ -33,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from horovod_patches import fingerprint as fingerprints
 from tf_nmt import distributed, modes
 from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
@@ -46,6 +52,8 @@ from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokeni
                                      train, validate_config)
 
 ELASTIC_LOG = "elastic.jsonl"  # one JSON object per attempt, in the run directory (chief only)
+# every rank's state fingerprint after each sync and at the end: one file per process
+FINGERPRINT_DIR = "elastic_fingerprints"
 ELASTIC_MODES = modes.ELASTIC_MODES  # the comm modes whose state an elastic commit holds
 
 
@@ -125,8 +133,9 @@ def state_class(hvd_elastic: Any) -> Any:
     class ElasticState(hvd_elastic.KerasState):
         """Horovod's ``KerasState`` for a model rebuilt at every attempt, whose GradDrop
         residuals stay with their process. Python attributes: ``committed`` (training has
-        begun, so the in-memory commit supersedes the checkpoint on disk) and ``world_size``
-        (of the last commit)."""
+        begun, so the in-memory commit supersedes the checkpoint on disk), ``world_size``
+        (of the last commit) and ``attempt`` (the attempts started, rank 0's count after each
+        sync, so every rank numbers an attempt alike, a joining worker too)."""
 
         failed_at: Optional[int] = None  # the step a failed attempt had reached (this process)
 
@@ -173,6 +182,10 @@ def state_class(hvd_elastic: Any) -> Any:
                 self.committed = True
             self.save()
 
+        def fingerprint(self) -> str:
+            """sha256 of :meth:`shared_variables` (what a sync makes equal on every rank)."""
+            return fingerprints.state_fingerprint(self.shared_variables())
+
     def broadcast_variables(variables: List[Any]) -> None:
         if KERAS3:
             hvd_elastic.broadcast_variables(variables, root_rank=0)
@@ -211,9 +224,11 @@ class ElasticTraining:
         before = int(state.world_size)
         failed_at, state.failed_at = state.failed_at, None
         state.world_size = ctx.size
+        state.attempt = int(state.attempt) + 1
         state.adopt(model)
-        self.attempts += 1
+        self.attempts = state.attempt
         step = int(model.optimizer.iterations.numpy())
+        self.record_fingerprint("sync", ctx)
         self.limit.started(step)
         peak, warmup = schedules.worker_scaled(t, ctx.size)
         lost = failed_at - step if failed_at is not None else 0
@@ -230,6 +245,13 @@ class ElasticTraining:
                           "steps_lost": lost, "peak_lr": peak, "warmup_steps": warmup,
                           "commit_every": t.elastic_commit_every})
         return [self.hvd_elastic.CommitStateCallback(state, batches_per_commit=t.elastic_commit_every)]
+
+    def record_fingerprint(self, event: str, ctx: distributed.DistContext) -> None:
+        """Append this rank's state fingerprint and step to ``RUN_DIR/elastic_fingerprints``
+        (``event``: "sync" at the start of an attempt, "end" after the last one)."""
+        fingerprints.record(self.run_dir / FINGERPRINT_DIR, event,
+                            int(self.state.model.optimizer.iterations.numpy()), ctx.rank, ctx.size,
+                            self.state.fingerprint(), attempt=int(self.state.attempt))
 
     def _record(self, entry: Dict[str, Any]) -> None:
         path = self.run_dir / ELASTIC_LOG
@@ -403,7 +425,7 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     model = build_and_compile(cfg, vocab.target.vocab_size, ctx, plan=plan,
                               source_vocab_size=vocab.source_vocab_size)
     create_optimizer_weights(model)
-    state = state_class(hvd_elastic)(model, committed=False, world_size=ctx.size)
+    state = state_class(hvd_elastic)(model, committed=False, world_size=ctx.size, attempt=0)
     hooks = ElasticTraining(cfg, run_dir, state, ctx.hvd, hvd_elastic, log)
 
     def attempt(_state: Any) -> TrainResult:
@@ -413,4 +435,5 @@ def train_elastic(cfg: Config, run_dir: Path, log: Callable[[str], None] = print
     result = hvd_elastic.run(attempt)(state)
     if result is None:
         raise RuntimeError("elastic: the training attempt ended without a result")
+    hooks.record_fingerprint("end", hooks.context())
     return result
