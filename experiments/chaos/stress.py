@@ -232,6 +232,9 @@ def main(argv: Optional[Sequence[str]] = None,
             raise SystemExit(f"--resume: {args.output} was made with {previous.get('settings')}, "
                              f"not {settings}")
         done = [a for a in previous.get("attempts", []) if a.get("mode") in modes]
+        if any("rank_checks" not in a for a in done):
+            raise SystemExit(f"--resume: {args.output} holds attempts from before the ranks' "
+                             "fingerprints were checked; start afresh with --overwrite")
     elif not args.resume:
         common.refuse_existing([args.output], args.overwrite)
         if args.work_dir.exists():

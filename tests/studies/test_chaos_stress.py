@@ -33,7 +33,7 @@ def fake_run(seen, outcomes=None):
         seen.append((mode, repeat))
         outcome = (outcomes or {}).get((mode, repeat), "survived")
         return {"mode": mode, "repeat": repeat, "outcome": outcome, "seconds": 1.0,
-                "final_step": steps if outcome == "survived" else 3}
+                "final_step": steps if outcome == "survived" else 3, "rank_checks": 3}
     return run_once
 
 
@@ -68,6 +68,12 @@ def test_resume_runs_only_the_missing_attempts_and_records_each(tmp_path, offlin
 
     with pytest.raises(SystemExit, match="was made with"):  # other settings: no mixing
         stress.main(base + ["--resume", "--steps", "50"])
+
+    # attempts recorded before the ranks' fingerprints were checked are not resumed
+    del record["attempts"][0]["rank_checks"]
+    out.write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="before the ranks' fingerprints were checked"):
+        stress.main(base[:-3] + ["3", "--modes", "sparse_as_dense,graddrop", "--resume"])
 
 
 def test_arguments_are_refused_before_anything_runs(tmp_path, offline, monkeypatch):
