@@ -1,5 +1,5 @@
 """The ``tf-nmt`` command line: prepare-data, train, evaluate, translate, export,
-average-checkpoints and quickstart (the whole main job).
+average-checkpoints, convert-keras, plan and quickstart (the whole main job).
 
 Heavy imports (TensorFlow) happen inside the subcommands so ``tf-nmt --help`` is instant.
 Expected failures (bad config, bad corpus, mismatched resume, existing outputs, divergence)
@@ -53,6 +53,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         "train.init_warmup": False if args.no_warmup else None})
     train(cfg, args.run_dir, elastic=args.elastic,
           allow_world_size_change=args.allow_world_size_change)
+    return 0
+
+
+def cmd_convert_keras(args: argparse.Namespace) -> int:
+    from tf_nmt.commands.convert import convert_keras
+
+    convert_keras(args.run_dir, args.output_dir)
     return 0
 
 
@@ -391,6 +398,17 @@ def _add_average_checkpoints(sub) -> None:
     p.set_defaults(func=cmd_average)
 
 
+def _add_convert_keras(sub) -> None:
+    """``tf-nmt convert-keras``."""
+    p = sub.add_parser("convert-keras",
+                       help="convert a run trained on one Keras version to this process's "
+                            "(--keras / TF_NMT_KERAS): checkpoints, EMA and optimizer state")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--output-dir", type=Path, required=True,
+                   help="the converted run's directory (must not exist)")
+    p.set_defaults(func=cmd_convert_keras)
+
+
 def _add_quickstart(sub) -> None:
     """``tf-nmt quickstart``."""
     p = sub.add_parser("quickstart", help="prepare-data → train → BLEU → export, with a time budget")
@@ -447,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_quantize(sub)
     _add_average_checkpoints(sub)
+    _add_convert_keras(sub)
     _add_quickstart(sub)
     _add_plan(sub)
     return parser

@@ -112,6 +112,12 @@ def check_resume(run: RunDir, meta: Dict[str, Any], allow_world_size_change: boo
                               "what they were trained with")
         return False
     check_keras(run, saved)
+    converted = saved.get("converted_from")
+    if converted and not converted.get("resumable", True):
+        raise RunDirError(f"cannot resume {run.root}: it was converted from Keras "
+                          f"{converted.get('keras')} for evaluation, export and transfer only "
+                          f"({'; '.join(converted.get('why_not_resumable', []))}); continue it "
+                          f"in a new run with --init-from {run.root}")
     if languages_of(saved) != languages_of(meta):
         raise RunDirError(
             f"cannot resume {run.root}: it was trained on {'-'.join(languages_of(saved))} but "
@@ -173,7 +179,8 @@ def check_keras(run: RunDir, meta: Optional[Mapping[str, Any]] = None) -> None:
     if saved != KERAS_VERSION:
         raise RunDirError(f"{run.root} was trained with Keras {saved} but this process uses Keras "
                           f"{KERAS_VERSION}: set {ENV_VAR}={saved} (or pass --keras {saved}) to "
-                          "resume, evaluate, average, export or transfer from it")
+                          "resume, evaluate, average, export or transfer from it, or convert it "
+                          f"once with tf-nmt convert-keras --run-dir {run.root} --output-dir NEW")
 
 
 def save_vocabularies(run: RunDir, tokenizer: Tokenizers) -> None:
