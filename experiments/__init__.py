@@ -42,6 +42,7 @@ STUDIES: Dict[str, str] = {
     "own-corpus-memory": "experiments.own_corpus.memory",
     "own-corpus-pipeline": "experiments.own_corpus.pipeline",
     "own-corpus-resume": "experiments.own_corpus.resume",
+    "own-corpus-stats": "experiments.own_corpus.corpus_stats",
     "second-pair": "experiments.second_pair.study",
     "plan-validate": "experiments.planning.validate",
 }
