@@ -8,7 +8,9 @@ link per step. The exchange time held to the model is ``comm_paired_s``: the wor
 steps in alternating blocks (``--block`` steps without the exchange, then as many with it), and
 this is the median over blocks of (the block's median step - the preceding compute block's
 median), from rank 0's times; paired blocks cancel the load that other work on the machine puts
-on both alike, which the worker's ``comm_s`` (a difference of two minima over all blocks) does not.
+on both alike. The worker's own ``comm_s`` (the minimum step minus the minimum compute over all
+blocks) is reported beside it: under changing load the two minima come from different moments,
+and it can fall below the link's wire time.
 Per hosts x link it first runs the cluster's link bench
 (:func:`experiments.scaling.cluster.cluster_cli.bench`): the median time of an allreduce of one
 float32 (one collective's fixed cost) and of ``--bench-megabytes``.
@@ -105,7 +107,8 @@ def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], wo
     run = run_study(spec, work / point_key(hosts, link, comm), log=log)["runs"][0]
     keep = ("world", "rank0_step_times_s", "rank0_compute_times_s", "step_s", "compute_s",
             "comm_s", "comm_s_raw", "step_min_s", "step_median_s", "compute_min_s",
-            "compute_median_s", "payload_bytes_per_step", "predicted_link_bytes_per_step", "link_bytes_per_step", "num_parameters", "wall_s")
+            "compute_median_s", "payload_bytes_per_step", "predicted_link_bytes_per_step",
+            "link_bytes_per_step", "num_parameters", "wall_s")
     return {"hosts": hosts, "link": link, "comm": comm,
             **{k: run.get(k) for k in keep},
             "comm_paired_s": paired_comm_s(run["rank0_step_times_s"], run["rank0_compute_times_s"],
@@ -172,6 +175,7 @@ def predict(point: Dict[str, Any], bench: Dict[str, Any], step, variant: str) ->
     return {"alpha_us": net.alpha_s * 1e6, "bandwidth_gbit": net.bandwidth_Bps * 8 / 1e9,
             "exchange_s": ex, "link_bytes": sent,
             "exchange_error": _error(ex, point["comm_paired_s"]),
+            "exchange_min_error": _error(ex, point["comm_s"]),
             "bytes_error": _error(sent, point["link_bytes_per_step"])}
 
 
@@ -186,7 +190,7 @@ def compare(doc: Dict[str, Any], step_of: Callable[[str], Any]) -> Dict[str, Any
     summary = {}
     for v in VARIANTS:
         entry = {}
-        for what in ("exchange", "bytes"):
+        for what in ("exchange", "exchange_min", "bytes"):
             raw = [p["predicted"][v][f"{what}_error"] for p in points]
             # a point with nothing measured counts as the worst error there is
             errors = [abs(e) if e is not None else float("inf") for e in raw]
@@ -215,7 +219,8 @@ def table(doc: Dict[str, Any]) -> str:
         r, b = p["predicted"]["rate"], p["predicted"]["bench"]
         lines.append(
             f"| {p['hosts']} | {p['link']} | {p['comm']} | {1e3 * p['comm_paired_s']:.1f}; "
-            f"{1e3 * p['comm_s']:.1f} | {1e3 * r['exchange_s']:.1f} ({pct(r['exchange_error'])}) | "
+            f"{1e3 * p['comm_s']:.1f} | "
+            f"{1e3 * r['exchange_s']:.1f} ({pct(r['exchange_error'])}) | "
             f"{1e3 * b['exchange_s']:.1f} ({pct(b['exchange_error'])}) | "
             f"{p['link_bytes_per_step'] / 1e6:.3f} | {r['link_bytes'] / 1e6:.3f} "
             f"({pct(r['bytes_error'])}) |")
@@ -225,6 +230,30 @@ def table(doc: Dict[str, Any]) -> str:
                      f"{pct(ex['worst_abs_error'])}, bytes median {pct(by['median_abs_error'])} / "
                      f"worst {pct(by['worst_abs_error'])} "
                      f"({'meets' if s['meets_targets'] else 'misses'} median <= 15%, worst <= 30%)")
+    return "\n".join(lines)
+
+
+def readme_table(doc: Dict[str, Any], rel: str = "experiments/planning/results/validate.json",
+                 variant: str = "bench") -> str:
+    """The README's table of every point, each figure with its ``<!-- fig -->`` marker (checked
+    against ``rel`` by tests/docs)."""
+    def fig(value: float, key: str, fmt: str, scale: str = "") -> str:
+        return f"{value:{fmt}} <!-- fig {rel} {key}{' ' + scale if scale else ''} -->"
+
+    lines = ["| hosts | link | comm | measured exchange ms | predicted ms | error "
+             "| measured MB/step "
+             "| predicted MB/step | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for i, p in enumerate(doc["points"]):
+        pre, q = f"points.{i}", p["predicted"][variant]
+        mine = f"{pre}.predicted.{variant}"
+        cells = [fig(1e3 * p["comm_paired_s"], f"{pre}.comm_paired_s", ".1f", "*1000"),
+                 fig(1e3 * q["exchange_s"], f"{mine}.exchange_s", ".1f", "*1000"),
+                 fig(100 * q["exchange_error"], f"{mine}.exchange_error", ".0f", "*100") + "%",
+                 fig(p["link_bytes_per_step"] / 1e6, f"{pre}.link_bytes_per_step", ".3f",
+                     "/1000000"),
+                 fig(q["link_bytes"] / 1e6, f"{mine}.link_bytes", ".3f", "/1000000"),
+                 fig(100 * q["bytes_error"], f"{mine}.bytes_error", ".0f", "*100") + "%"]
+        lines.append(f"| {p['hosts']} | {p['link']} | {p['comm']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
