@@ -47,13 +47,14 @@ MIN_WORDS, MAX_WORDS = 3, 90
 MAX_WORD_CHARS = 18
 NUMBER_SHARE = 0.012       # of sampled words, from the Debian corpus (digit tokens)
 NUMBER_TYPES = 20_000
-DROP_TYPES = (2, 9)        # source ranks (among the top 20) with no translation
+DROP_TYPES = (2, 3, 9)      # source ranks (among the top 20) with no translation
 SPLIT_SHARE = 0.04         # source types translated by two target words
 NOUN, VERB = 1, 2
 CLASS_SHARES = {NOUN: 0.40, VERB: 0.15}
 JOIN_SHARE = 0.15         # source nouns that join a following noun into one target compound
 RANK_JITTER = 0.3          # a source rank maps to a target rank within about this factor
 LENGTH_NOISE = 1.2         # word length's weight against noise when ranking words by frequency
+RANK_NOISE = 0.6
 
 # Token ids beyond the lexicon: punctuation, glued to the word before it.
 COMMA, STOP, QUESTION, EXCLAIM = range(LEXICON, LEXICON + 4)
@@ -130,7 +131,7 @@ def make_lexicon(model: CharModel, rng: np.random.Generator, size: int,
                 words.append(w)
     words = words[:need]
     lengths = np.array([len(w) for w in words], np.float64)
-    order = np.argsort(LENGTH_NOISE * np.log(lengths) + rng.standard_normal(need) * 0.35,
+    order = np.argsort(LENGTH_NOISE * np.log(lengths) + rng.standard_normal(need) * RANK_NOISE,
                        kind="stable")
     ranked = list(head) + [words[i] for i in order]
     out: List[str] = [""] * size

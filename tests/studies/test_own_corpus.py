@@ -87,12 +87,12 @@ def test_arguments_are_checked():
         pipeline.parse_args(["--rounds", "0"])
     tiny = pipeline.parse_args(["--tiny"])
     assert (tiny.pairs, tiny.batch_tokens, tiny.set) == (20_000, 1024, list(corpora.TINY_MODEL))
-    assert prepare.parse_args([]).pairs == 5_000_000
+    assert prepare.parse_args([]).pairs == 4_500_000
     # --tiny results land in the work dir, real ones in the study's results/
     assert corpora.default_out(True, Path("/w"), prepare.__file__, "x.json") == Path("/w/x.json")
     assert corpora.default_out(False, Path("/w"), prepare.__file__, "x.json") == (
         REPO / "experiments" / "own_corpus" / "results" / "x.json")
-    assert memory.parse_args([]).small_pairs == 500_000
+    assert memory.parse_args([]).small_pairs == 450_000
 
 
 @pytest.mark.slow
