@@ -1,8 +1,8 @@
 """``own-corpus-memory``: training memory does not grow with the corpus (issue 44; target: the
-peak RSS of training on 5M pairs at most 1.10x that on 0.5M pairs).
+peak RSS of training on 4.5M pairs at most 1.10x that on 0.45M pairs).
 
-Both corpora come from the same synthetic generator and seed, the 0.5M one being the first
-500,000 pairs of the 5M one (:mod:`.make_synthetic`), prepared by ``tf-nmt prepare-data`` with
+Both corpora come from the same synthetic generator and seed, the 0.45M one being the first
+450,000 pairs of the 4.5M one (:mod:`.make_synthetic`), prepared by ``tf-nmt prepare-data`` with
 the same vocabulary (the 0.5M one with ``--spm-model`` of the 5M one's), so the runs differ only
 in the corpus size. Each run is a fresh ``tf-nmt train`` process of ``--steps`` steps (same
 preset, batch and shuffle buffer), its process tree's RSS polled every 0.2 s; runs alternate

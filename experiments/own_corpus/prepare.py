@@ -1,8 +1,8 @@
-"""``own-corpus-prepare``: how long ``tf-nmt prepare-data`` takes on a 5M-pair corpus of one's
+"""``own-corpus-prepare``: how long ``tf-nmt prepare-data`` takes on a 4.5M-pair corpus of one's
 own, and how much memory it needs (issue 44; target: within 15 minutes).
 
-The corpus is synthetic (:mod:`.make_synthetic`: two pseudo languages, Zipfian words, planted
-noise), generated into the work directory first, outside the timing. Then one real
+The corpus is synthetic (:mod:`.make_synthetic`: WMT14-shaped English-like and German-like
+text, :mod:`.textgen`, with planted noise), generated into the work directory first, outside the timing. Then one real
 ``tf-nmt prepare-data --train-src ... --train-tgt ... --vocab-size 32000`` subprocess prepares
 it from scratch, measured from outside: wall time, pairs/s, the peak RSS of its process tree
 (polled: the parent and its encoding workers together) and the peak of its largest single

@@ -111,3 +111,13 @@ def test_sentencepiece_learns_every_piece_asked(corpus):
     sentences = [s for pair in zip(src[:4000], tgt[:4000]) for s in pair if s.strip()]
     pieces, _ = model_facts(learn(sentences, 4000, "unigram", 1234))
     assert pieces == 4000
+
+
+def test_side_stats_counts_types_at_exact_token_counts(monkeypatch):
+    """Vocabulary growth is read at the exact token counts, even inside a line."""
+    monkeypatch.setattr(corpus_stats, "HEAPS_AT", (4, 10))
+    lines = ["a b, c.", "a a d e", "f g"]           # tokens: a b , c . | a a d e | f g
+    stats = corpus_stats.side_stats(lines)
+    assert [(g["tokens"], g["types"]) for g in stats["types_at"]] == [(4, 4), (10, 8), (11, 9)]
+    assert stats["tokens"] == 11 and stats["mean_tokens"] == round(11 / 3, 2)
+    assert stats["chars_per_word"] == round(9 / 9, 2)
