@@ -139,3 +139,25 @@ def test_strong_scaling_shrinks_batch_slices_but_not_graddrop_pairs():
     assert rows[1]["strong_step_s"] == pytest.approx(pm.step_s(0.25, quarter, 0.0))
     assert kept[1]["strong_step_s"] == pytest.approx(
         pm.step_s(0.25, pm.exchange_s(fixed, 4, 1, net, hvd), 0.0))
+
+
+def test_dense_mode_allgathers_only_sparse_gradients():
+    # tied embedding (the default): also the output projection, so its gradient is dense and
+    # dense mode allreduces everything, as sparse_as_dense does (the cluster study measures it)
+    from tf_nmt.commands.train import build_config
+    from tf_nmt.planning.probe import count_gradients, step_bytes
+    from tf_nmt.training.trainer import build_model_for_training
+
+    def counted(*sets):
+        cfg = build_config("quickstart", None, [*TINY, "train.comm=dense", *sets])
+        grads = count_gradients(build_model_for_training(cfg, 500, policy="float32"), 500)
+        return grads, step_bytes(cfg, grads, 256)
+
+    grads, tied = counted()
+    assert grads.embedding_bytes == 0 and tied.allgather_slice == 0
+    assert tied.allreduce == grads.parameters * 4
+    grads, untied = counted("model.tie_embeddings=false")
+    assert grads.embedding_bytes == 500 * 32 * 4 and grads.embedding_width == 32
+    # a row per source and target token: 32 float32 values and an int64 index each
+    assert untied.allgather_slice == 2 * 256 * (32 * 4 + 8)
+    assert untied.allreduce == grads.rest_bytes

@@ -73,8 +73,9 @@ def count_gradients(model: Any, vocab_size: int) -> Gradients:
 def step_bytes(cfg: Config, grads: Gradients, tokens_per_rank: float) -> StepBytes:
     """One rank's collective input per optimizer step for ``cfg.train.comm``.
 
-    dense: the embedding's gradient rows are allgathered (a row per source and target token, its
-    values and an int32 index), the rest allreduced; sparse_as_dense: everything allreduced;
+    dense: the rows of the sparse gradients (:func:`sparse_gradient_flags`; none when the
+    embedding is tied) are allgathered (a row per source and target token, its values and an
+    int64 index), the rest allreduced; sparse_as_dense: everything allreduced;
     graddrop: the kept fraction ``1 - drop_ratio`` of all entries as the wire code its exchange
     sends (:func:`tf_nmt.distributed.comm.graddrop.sparse_payload_bytes`: 2-byte positions,
     float32 values or 1-bit signs, block counts), allgathered;
