@@ -67,7 +67,7 @@ COMM: Dict[str, CommMode] = {m.name: m for m in (
     CommMode("dense", horovod=True, elastic=True),
     CommMode("sparse_as_dense", horovod=True, elastic=True),
     CommMode("graddrop", horovod=False, keys=GRADDROP_KEYS, averages="with local_gradients",
-             elastic=True, keras3=False),
+             elastic=True),
     CommMode("fedavg", horovod=False, averages="always"),
     CommMode("bmuf", horovod=False, keys=BMUF_KEYS, averages="always"),
 )}

@@ -220,8 +220,7 @@ def scenario_refusals(out, data, keras2_run):
     after = sorted((p.name, p.stat().st_mtime_ns) for p in keras2_run.rglob("*"))
     results["evaluate_keras2_run"] = {"rc": rc, "stderr": err, "unchanged": before == after,
                                       "wrote_json": (out / "k2-eval.json").exists()}
-    for name, argv in [("graddrop", ["train", "--comm", "graddrop"]),
-                       ("train_async", ["train-async"])]:
+    for name, argv in [("train_async", ["train-async"])]:  # graddrop runs: tests/parallel
         run = out / f"refused-{name}"
         rc, err = tf_nmt(argv[0], "--data-dir", str(data), "--run-dir", str(run), *argv[1:],
                          *[a for s in TINY + ["train.train_steps=2"] for a in ("--set", s)])

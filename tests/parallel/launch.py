@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from horovod_patches.mpi_env import launch_env
 from experiments.lib import launcher
@@ -24,6 +24,16 @@ def horovod_importable() -> bool:
     code = "import horovod.tensorflow"
     return subprocess.run([sys.executable, "-c", code], env=launch_env(),
                           capture_output=True, timeout=120).returncode == 0
+
+
+def module_marks() -> list:
+    """``pytestmark`` of a module that launches ``horovodrun``: parallel, slow, and skipped
+    where Horovod's TensorFlow extension is not importable."""
+    import pytest  # noqa: PLC0415 - the workers import this module too
+
+    return [pytest.mark.parallel, pytest.mark.slow,
+            pytest.mark.skipif(not horovod_importable(), reason="horovod.tensorflow is not "
+                               "importable: build it with scripts/install_horovod.sh")]
 
 
 def controllers() -> List[str]:
@@ -45,3 +55,16 @@ def horovodrun(script: str, out_dir: Path, controller: str = "gloo", np: int = 2
     results = {int(p.stem[4:]): json.loads(p.read_text()) for p in out_dir.glob("rank*.json")}
     assert sorted(results) == list(range(np)), f"missing rank outputs: {sorted(results)}"
     return results
+
+
+def horovodrun_with_arrays(script: str, out_dir: Path, env: Optional[Mapping[str, str]] = None,
+                           np: int = 2, timeout: int = 900) -> Tuple[Dict[int, dict], Dict[int, dict]]:
+    """Run ``workers/<script>`` on ``np`` Gloo ranks with ``env`` added to the ranks'
+    environment; return ({rank: its JSON}, {rank: its ``rank<r>.npz`` arrays})."""
+    import numpy  # noqa: PLC0415 - only the launches that save arrays need it
+
+    launcher.run(WORKERS / script, ["--out", str(out_dir)], np, "gloo", env=env, timeout=timeout,
+                 cwd=REPO)
+    ranks = range(np)
+    return ({r: json.loads((out_dir / f"rank{r}.json").read_text()) for r in ranks},
+            {r: dict(numpy.load(out_dir / f"rank{r}.npz")) for r in ranks})

@@ -153,12 +153,11 @@ def validate_config(cfg: Config, mode: str = "train") -> TrainPlan:
 
 def check_keras_support(t: TrainConfig) -> None:
     """ConfigError for a comm mode that does not run on Keras 3 yet (``TF_NMT_KERAS=3``;
-    :attr:`tf_nmt.modes.CommMode.keras3`): GradDrop's gradient exchange is a tf_keras
-    (OptimizerV2) optimizer subclass."""
+    :attr:`tf_nmt.modes.CommMode.keras3`; every mode runs on both today, GradDrop too)."""
     if KERAS3 and not modes.COMM[t.comm].keras3:
         others = [m for m in modes.COMM_MODES if modes.COMM[m].keras3]
-        raise ConfigError(f"train.comm={t.comm} runs on Keras 2 only ({ENV_VAR}=2, the default): "
-                          f"its exchange is a tf_keras optimizer; on Keras 3 use "
+        raise ConfigError(f"train.comm={t.comm} runs on Keras 2 only ({ENV_VAR}=2, the default); "
+                          f"on Keras 3 use "
                           f"{', '.join(others[:-1])} or {others[-1]}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from tf_nmt.compat import KERAS3
 from tf_nmt.distributed.comm.averaging import BlockUpdate
 from tf_nmt.distributed.comm.callbacks import BroadcastModel, CommStats, PeriodicSync
 from tf_nmt.distributed.comm.graddrop import (GradDropExchange, horovod_gather, horovod_sum,
@@ -22,7 +23,8 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
     * ``dense`` / ``sparse_as_dense``: Horovod's DistributedOptimizer, with IndexedSlices
       gradients allgathered (``dense``) or densified and allreduced (``sparse_as_dense``);
       ``optimizer`` itself for a single process without gradient accumulation;
-    * ``graddrop``: a copy of ``optimizer`` that exchanges GradDrop-sparsified gradients;
+    * ``graddrop``: a copy of ``optimizer`` that exchanges GradDrop-sparsified gradients (either
+      Keras version: the same exchange, hooked into the optimizer each version has);
     * ``fedavg`` / ``bmuf``: ``optimizer`` itself (local steps; :func:`comm_callbacks` syncs).
     """
     if settings.mode in HOROVOD_MODES:
@@ -36,7 +38,7 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
         def factory(variables):
             return GradDropExchange(settings, [v.shape for v in variables], size, gather,
                                     seed=ctx.rank, reduce=reduce,
-                                    names=[v.name for v in variables])
+                                    names=[v.path if KERAS3 else v.name for v in variables])
 
         return exchange_optimizer(optimizer, factory, residuals=settings.error_feedback)
     return optimizer
