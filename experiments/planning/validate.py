@@ -83,7 +83,13 @@ def measure_bench(hosts: int, link: str, settings: Dict[str, Any]) -> Dict[str, 
     return {"hosts": hosts, "link": link, "rate_bits": r["link"]["rate_bits"], "bytes": r["bytes"],
             "times_s": r["times_s"], "median_s": r["median_s"], "small_times_s": r["small_times_s"],
             "small_median_s": r["small_median_s"], "cycle_s": _cycle_s(),
-            **common.git_revision()}
+            **_measured_at()}
+
+
+def _measured_at() -> Dict[str, Any]:
+    """The revision a bench or point was measured at (the file's ``provenance`` is the last
+    write's, which may only have recomputed the predictions with ``--resume``)."""
+    return {f"measured_{k}": v for k, v in common.git_revision().items()}
 
 
 def _cycle_s() -> float:
@@ -113,7 +119,7 @@ def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], wo
             **{k: run.get(k) for k in keep},
             "comm_paired_s": paired_comm_s(run["rank0_step_times_s"], run["rank0_compute_times_s"],
                                            settings["block"]),
-            "cycle_s": _cycle_s(), **common.git_revision()}
+            "cycle_s": _cycle_s(), **_measured_at()}
 
 
 def paired_comm_s(step_times: Sequence[float], compute_times: Sequence[float],
@@ -198,6 +204,17 @@ def compare(doc: Dict[str, Any], step_of: Callable[[str], Any]) -> Dict[str, Any
             entry[what] = {"median_abs_error": finite(statistics.median(errors)) if raw else None,
                            "worst_abs_error": finite(max(errors)) if raw else None,
                            "unmeasured_points": raw.count(None)}
+        entry["groups"] = {}
+        for link in doc["settings"]["links"]:
+            for kind, comms in (("allreduce", ("dense", "sparse_as_dense")),
+                                ("allgather", ("graddrop",))):
+                errors = [abs(p["predicted"][v]["exchange_error"]) for p in points
+                          if p["link"] == link and p["comm"] in comms
+                          and p["predicted"][v]["exchange_error"] is not None]
+                if errors:
+                    entry["groups"][f"{link}-{kind}"] = {
+                        "points": len(errors), "median_abs_error": statistics.median(errors),
+                        "worst_abs_error": max(errors)}
         ex = entry["exchange"]
         entry["meets_targets"] = (bool(points) and None not in (ex["median_abs_error"],
                                                                  ex["worst_abs_error"])
@@ -211,6 +228,9 @@ def table(doc: Dict[str, Any]) -> str:
     """Every point: measured and predicted exchange time and link bytes, with errors."""
     def pct(e: Optional[float]) -> str:
         return "n/a" if e is None else f"{100 * e:+.0f}%"
+
+    def size(e: Optional[float]) -> str:
+        return "n/a" if e is None else f"{100 * e:.0f}%"
 
     lines = ["| hosts | link | comm | measured ms (paired; min-based) | rate ms (err) | "
              "bench ms (err) | measured MB | predicted MB (err) |",
@@ -226,10 +246,13 @@ def table(doc: Dict[str, Any]) -> str:
             f"({pct(r['bytes_error'])}) |")
     for v, s in doc["summary"].items():
         ex, by = s["exchange"], s["bytes"]
-        lines.append(f"\n{v}: exchange median {pct(ex['median_abs_error'])} / worst "
-                     f"{pct(ex['worst_abs_error'])}, bytes median {pct(by['median_abs_error'])} / "
-                     f"worst {pct(by['worst_abs_error'])} "
+        lines.append(f"\n{v}: exchange median {size(ex['median_abs_error'])} / worst "
+                     f"{size(ex['worst_abs_error'])}, bytes median "
+                     f"{size(by['median_abs_error'])} / worst {size(by['worst_abs_error'])} "
                      f"({'meets' if s['meets_targets'] else 'misses'} median <= 15%, worst <= 30%)")
+        for name, g in s["groups"].items():
+            lines.append(f"  {name}: exchange median {100 * g['median_abs_error']:.0f}% / worst "
+                         f"{100 * g['worst_abs_error']:.0f}% over {g['points']} points")
     return "\n".join(lines)
 
 

@@ -1,0 +1,79 @@
+"""The emulated-cluster validation of tf-nmt plan's exchange model, recomputed on its recorded
+measurement: today's model must give the predictions and errors the results file records, and
+those must meet the targets, so a change to the model that breaks agreement fails here."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.planning import validate
+from tf_nmt.errors import UsageError
+
+DOC = json.loads(validate.RESULTS.read_text())
+#: the variant held to the targets (see experiments/planning/README.md)
+HELD = "bench"
+
+
+@pytest.fixture(scope="module")
+def recomputed():
+    measured = {k: DOC[k] for k in ("settings", "benches")}
+    measured["points"] = [{k: v for k, v in p.items() if k not in ("predicted", "step_bytes")}
+                          for p in DOC["points"]]
+    steps = {comm: validate.step_bytes_of(comm, DOC["settings"]) for comm in DOC["settings"]["comms"]}
+    return validate.compare(measured, steps.__getitem__)
+
+
+def test_the_recorded_grid_is_complete():
+    s = DOC["settings"]
+    assert (s["hosts"], s["links"], s["comms"]) == (
+        [2, 3, 4], ["100mbit", "1gbit", "10gbit"], ["dense", "sparse_as_dense", "graddrop"])
+    assert len(DOC["points"]) == 27 and len(DOC["benches"]) == 9
+    assert DOC["provenance"]["command"].startswith("python -m experiments.planning.validate")
+
+
+def test_todays_model_gives_the_recorded_predictions(recomputed):
+    for mine, theirs in zip(recomputed["points"], DOC["points"]):
+        assert mine["step_bytes"] == theirs["step_bytes"]
+        for variant in validate.VARIANTS:
+            assert mine["predicted"][variant] == pytest.approx(theirs["predicted"][variant],
+                                                               rel=1e-9), mine["comm"]
+    assert json.loads(json.dumps(recomputed["summary"])) == DOC["summary"]
+
+
+def test_the_model_meets_the_targets_where_the_link_carries_the_exchange(recomputed):
+    # 100 Mbit/s allreduce: 0.4-0.8 s of wire time per step, far above the per-step floor
+    # (waiting for the slower rank on shared cores) that the model leaves out; elsewhere the
+    # grid misses the targets (experiments/planning/README.md says why)
+    link_bound = recomputed["summary"][HELD]["groups"]["100mbit-allreduce"]
+    assert link_bound["points"] == 6
+    assert link_bound["median_abs_error"] <= validate.TARGETS["median"], link_bound
+    assert link_bound["worst_abs_error"] <= validate.TARGETS["worst"], link_bound
+    by = recomputed["summary"][HELD]["bytes"]
+    assert by["median_abs_error"] <= 0.01 and by["worst_abs_error"] <= 0.15, by
+
+
+def test_one_point_by_hand():
+    # dense allreduce of every gradient (the tied embedding's is dense) over N hosts
+    point = next(p for p in DOC["points"] if p["comm"] == "sparse_as_dense" and p["hosts"] == 4
+                 and p["link"] == "100mbit")
+    bench = DOC["benches"]["h4-100mbit"]
+    total = 4 * point["num_parameters"]
+    alpha = max(0.0, bench["small_median_s"] - bench["cycle_s"]) / 6
+    expect = 2 * 3 / 4 * total / (100e6 / 8) + 6 * alpha + point["cycle_s"]
+    rate = point["predicted"]["rate"]
+    assert rate["exchange_s"] == pytest.approx(expect)
+    assert rate["link_bytes"] == pytest.approx(2 * 3 / 4 * total)
+
+
+def test_resume_refuses_other_settings_and_both_flags(tmp_path):
+    out = tmp_path / "v.json"
+    out.write_text(json.dumps({"settings": {"hosts": [2]}}))
+    with pytest.raises(UsageError, match="other settings"):
+        validate.main(["--resume", "--out", str(out)])
+    with pytest.raises(UsageError, match="not both"):
+        validate.main(["--resume", "--overwrite", "--out", str(out)])
+    with pytest.raises(UsageError, match="no .* to resume"):
+        validate.main(["--resume", "--out", str(tmp_path / "none.json")])
+    with pytest.raises(SystemExit, match="exists"):
+        validate.main(["--out", str(out)])
