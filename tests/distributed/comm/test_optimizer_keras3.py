@@ -67,6 +67,12 @@ CHILD = textwrap.dedent("""
     stats = exchange_of(opt).step_stats()
     assert 0 < stats["density"] < 0.2 and stats["sent_bytes"] < stats["dense_bytes"] / 5, stats
     assert exchange_of(opt).names == [v.path for v in m.trainable_variables]
+    # the statistics find the exchange inside a loss-scale optimizer (mixed float16) too
+    scaled = keras.optimizers.LossScaleOptimizer(
+        wrap_optimizer(keras.optimizers.SGD(0.1), graddrop(drop_ratio=0.9), SINGLE))
+    fit(scaled)
+    assert exchange_of(scaled) is exchange_of(scaled.inner_optimizer) is not None
+    assert exchange_of(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))) is None
 
     # the residuals are checkpointed with the optimizer and restored into a fresh one
     before = [r.numpy() for r in residuals]

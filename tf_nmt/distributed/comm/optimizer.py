@@ -137,8 +137,13 @@ def exchange_optimizer(optimizer: Any, factory: ExchangeFactory, residuals: bool
 
 
 def exchange_of(optimizer: Any) -> Optional[Any]:
-    """The exchange an optimizer made by :func:`exchange_optimizer` has built (None otherwise)."""
-    return getattr(optimizer, "_comm_exchange", None)
+    """The exchange an optimizer made by :func:`exchange_optimizer` has built, also inside a
+    loss-scale optimizer (``inner_optimizer``, either version); None otherwise."""
+    while optimizer is not None:
+        if isinstance(optimizer, _ExchangeMixin):
+            return optimizer._comm_exchange  # noqa: SLF001
+        optimizer = getattr(optimizer, "inner_optimizer", None)
+    return None
 
 
 def residual_variables(optimizer: Any, variables: Sequence[Any]) -> List[Any]:
