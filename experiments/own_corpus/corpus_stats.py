@@ -148,7 +148,7 @@ def measure(args: argparse.Namespace) -> Dict[str, Any]:
                               args.spm_sentences)
     return {"what": "the generated own-corpus text against the built-in Debian corpus it was "
                     "calibrated on and the published WMT14 en-de figures",
-            "command": common.command_line("own-corpus-stats"),
+            "command": common.command_line("own-corpus-stats", args.argv),
             "generated": generated, "debian": debian, "wmt14_published": WMT14,
             "calibration": {k: v for k, v in textgen.load_calibration()["source"].items()}}
 
@@ -183,6 +183,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            "100,000 sentences for SentencePiece, in a temporary work dir",
                            RESULTS)
     args = p.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None
     if args.pairs < 1 or args.spm_sentences < 0:
         p.error("--pairs must be >= 1 and --spm-sentences >= 0")
     corpora.apply_tiny(args, p, {"pairs": 20_000, "spm_sentences": 100_000})
