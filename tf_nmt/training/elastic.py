@@ -43,7 +43,7 @@ from tf_nmt import distributed, modes
 from tf_nmt.compat import KERAS3, keras, tf
 from tf_nmt.config import Config, ConfigError
 from tf_nmt.distributed.comm.graddrop import GATHER_PREFIX
-from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT
+from tf_nmt.distributed.comm.optimizer import residual_variables
 from tf_nmt.data.tokenizer import TokenizerPair
 from tf_nmt.errors import UsageError
 from tf_nmt.training import schedules
@@ -112,11 +112,9 @@ def optimizer_variables(model: keras.Model) -> List[Any]:
 
 
 def per_rank_variables(model: keras.Model) -> Set[int]:
-    """ids of the optimizer variables that belong to this process: GradDrop residual slots."""
-    optimizer = model.optimizer
-    if not hasattr(optimizer, "get_slot_names") or RESIDUAL_SLOT not in optimizer.get_slot_names():
-        return set()
-    return {id(optimizer.get_slot(v, RESIDUAL_SLOT)) for v in model.trainable_variables}
+    """ids of the optimizer variables that belong to this process: GradDrop's residuals (slots
+    on Keras 2, optimizer variables on Keras 3)."""
+    return {id(v) for v in residual_variables(model.optimizer, model.trainable_variables)}
 
 
 _STATE_CLASS: Any = None

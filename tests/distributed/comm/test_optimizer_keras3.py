@@ -74,6 +74,10 @@ CHILD = textwrap.dedent("""
     assert exchange_of(scaled) is exchange_of(scaled.inner_optimizer) is not None
     assert exchange_of(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))) is None
 
+    # elastic training keeps them with their process: a sync broadcasts all but these
+    from tf_nmt.training.elastic import per_rank_variables
+    assert per_rank_variables(m) == {id(r) for r in residuals}
+
     # the residuals are checkpointed with the optimizer and restored into a fresh one
     before = [r.numpy() for r in residuals]
     path = tf.train.Checkpoint(model=m, optimizer=opt).save(CKPT)
