@@ -37,10 +37,11 @@ import numpy as np
 from experiments.own_corpus import textgen
 
 OVERLONG_CHARS = 1000      # an overlong pair is longer than this on both sides (prepare's default)
+MAX_RATIO = 3.0            # prepare-data's default --max-ratio (characters)
 SHARES: Dict[str, float] = {"empty_src": 0.002, "empty_tgt": 0.002, "overlong": 0.001,
                             "misaligned": 0.002, "duplicate": 0.02}
 CHUNK = 50_000
-FORMAT = "tf-nmt/synthetic-corpus/2"
+FORMAT = "tf-nmt/synthetic-corpus/3"
 
 
 def plant_noise(rng: np.random.Generator, src: List[bytes], tgt: List[bytes],
@@ -79,14 +80,33 @@ def plant_noise(rng: np.random.Generator, src: List[bytes], tgt: List[bytes],
     return planted
 
 
+def clean_shape(src: bytes, tgt: bytes) -> bool:
+    """True when prepare-data's cleaning keeps the pair: neither side over
+    :data:`OVERLONG_CHARS` characters, the longer at most :data:`MAX_RATIO` times the shorter."""
+    a, b = len(src.decode("utf-8")), len(tgt.decode("utf-8"))
+    return max(a, b) <= OVERLONG_CHARS and max(a, b) <= MAX_RATIO * min(a, b)
+
+
 def make_chunk(langs: textgen.Languages, seed: int, index: int
                ) -> Tuple[List[bytes], List[bytes], Dict[str, List[int]]]:
     """Chunk ``index``: :data:`CHUNK` (source, target) lines and the noise planted in them."""
     rng = np.random.default_rng([seed, index])
-    source = langs.sample(rng, CHUNK)
-    target = langs.translate(source)
-    src = langs.src.lines(source.ids, source.glued, source.lengths)
-    tgt = langs.tgt.lines(target.ids, target.glued, target.lengths)
+    src: List[bytes] = []
+    tgt: List[bytes] = []
+    batch = CHUNK + CHUNK // 100 + 10
+    while len(src) < CHUNK:
+        source = langs.sample(rng, batch)
+        target = langs.translate(source)
+        # The rare pair that cleaning would reject (about 1 in 70,000: a short source whose
+        # words are untranslated, or translated by two long ones) is left out, so that only the
+        # planted noise is noise; spare sentences fill its place.
+        for s, t in zip(langs.src.lines(source.ids, source.glued, source.lengths),
+                        langs.tgt.lines(target.ids, target.glued, target.lengths)):
+            if clean_shape(s, t):
+                src.append(s)
+                tgt.append(t)
+        batch = CHUNK // 10
+    src, tgt = src[:CHUNK], tgt[:CHUNK]
     planted = plant_noise(rng, src, tgt, langs.tgt.words[0].encode("utf-8"))
     return src, tgt, planted
 

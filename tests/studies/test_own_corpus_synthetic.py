@@ -88,3 +88,15 @@ def test_gzip_holds_the_same_pairs_and_ensure_reuses_a_corpus(tmp_path):
     assert ms.ensure(tmp_path / "gz", 4500, seed=2, compress=True)["reused"] is True
     assert "reused" not in ms.ensure(tmp_path / "gz", 4600, seed=2, compress=True)
     assert len(read_pairs(tmp_path / "gz", compress=True)[0]) == 4600
+
+
+def test_only_the_planted_pairs_would_be_cleaned(tmp_path, monkeypatch):
+    """A pair the generator makes but prepare-data's cleaning rejects (ratio, length) would be
+    counted as noise that was never planted; the generator leaves such pairs out."""
+    monkeypatch.setattr(ms, "SHARES", {k: 0.0 for k in ms.SHARES})
+    monkeypatch.setattr(ms, "MAX_RATIO", 1.4)     # stricter than prepare-data: many pairs fail it
+    ms.generate(tmp_path, 9000, seed=1)
+    src, tgt = read_pairs(tmp_path)
+    assert len(src) == 9000 and all(ms.clean_shape(s, t) for s, t in zip(src, tgt))
+    monkeypatch.setattr(ms, "MAX_RATIO", 3.0)
+    assert ms.clean_shape(b"Abl you a of.", b"Leg.") is False      # a pair seed 1 makes
