@@ -50,9 +50,14 @@ from tf_nmt.errors import UsageError
 RESULTS = common.results_path(__file__, "validate.json")
 #: the scaling study's small Transformer (1,363,776 parameters at an 8,000 vocabulary)
 MODEL = ["model.num_layers=1", "model.d_model=128", "model.num_heads=2", "model.ff_dim=256"]
-VARIANTS = ("rate", "bench")
+#: bench and rate: the model with its CPU terms; bench_alphabeta: the bench's network with the
+#: alpha-beta model alone (no CPU terms, a whole cycle waited per round), the model before them
+VARIANTS = ("rate", "bench", "bench_alphabeta")
 TARGETS = {"median": 0.15, "worst": 0.30}
 BENCH_TAG = "plnv"
+#: the CPU constants of the model's exchange (:class:`tf_nmt.planning.model.Cpu`) in ``cpu_probe``
+CPU_CONSTANTS = ("gamma_s_per_byte", "copy_s_per_byte", "graddrop_s_per_entry")
+CPU_PROBE_REPEATS = 31
 
 
 def settings_of(args: argparse.Namespace) -> Dict[str, Any]:
@@ -90,6 +95,27 @@ def _measured_at() -> Dict[str, Any]:
     """The revision a bench or point was measured at (the file's ``provenance`` is the last
     write's, which may only have recomputed the predictions with ``--resume``)."""
     return {f"measured_{k}": v for k, v in common.git_revision().items()}
+
+
+def measure_cpu(settings: Dict[str, Any], command: str) -> Dict[str, Any]:
+    """The model's CPU constants probed on this machine, one process, on the validated model's
+    gradient (:func:`tf_nmt.planning.probe.probe_cpu`), with the cores the emulated hosts share
+    and the provenance of the probe."""
+    import datetime  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    from experiments.scaling.cluster.modes import mode_overrides  # noqa: PLC0415
+    from tf_nmt.config import load_config  # noqa: PLC0415
+    from tf_nmt.planning.probe import probe_cpu  # noqa: PLC0415
+    from tf_nmt.training.trainer import build_model_for_training  # noqa: PLC0415
+
+    cfg = load_config(overrides=[*settings["overrides"], *mode_overrides("graddrop")])
+    model = build_model_for_training(cfg, settings["vocab_size"], policy="float32")
+    record = probe_cpu([v.shape for v in model.trainable_variables], cfg.train.drop_ratio,
+                       repeats=CPU_PROBE_REPEATS)
+    return {**record, "cores": os.cpu_count(), "command": command,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **_measured_at()}
 
 
 def _cycle_s() -> float:
@@ -138,18 +164,33 @@ def _error(predicted: float, measured: float) -> Optional[float]:
     return (predicted - measured) / measured if measured > 0 else None
 
 
-def network_of(bench: Dict[str, Any], variant: str):
+def cpu_of(doc: Dict[str, Any], variant: str):
+    """The model's CPU terms for ``variant``: the file's probed constants, all emulated hosts
+    sharing the machine's cores (none for ``bench_alphabeta``)."""
+    from tf_nmt.planning import model as pm  # noqa: PLC0415
+
+    if variant == "bench_alphabeta":
+        return pm.NO_CPU
+    probe = doc["cpu_probe"]
+    return pm.Cpu(**{k: probe[k] for k in CPU_CONSTANTS}, cores_per_node=probe["cores"])
+
+
+def network_of(bench: Dict[str, Any], variant: str, cpu=None):
     """The model's network for one bench: the latency it measured and the link's rate
-    (``rate``) or the bandwidth it reached (``bench``)."""
+    (``rate``) or the bandwidth it reached (``bench``, ``bench_alphabeta``), what is left of
+    its allreduce after its CPU work (``cpu``, all of its hosts sharing the cores)."""
     from tf_nmt.distributed.accounting import ring_allreduce_bytes  # noqa: PLC0415
+    from tf_nmt.planning import model as pm  # noqa: PLC0415
     from tf_nmt.planning.network import network  # noqa: PLC0415
 
     n = bench["hosts"]
+    cpu = cpu or pm.NO_CPU
     alpha_s = max(0.0, bench["small_median_s"] - bench["cycle_s"]) / (2 * (n - 1))
     if variant == "rate":
         bits = bench["rate_bits"]
-    elif variant == "bench":
-        wire_s = bench["median_s"] - bench["small_median_s"]
+    elif variant in ("bench", "bench_alphabeta"):
+        wire_s = (bench["median_s"] - bench["small_median_s"]
+                  - cpu.sharing(n) * pm.allreduce_cpu_s(bench["bytes"], n, cpu))
         bits = min(bench["rate_bits"], 8 * ring_allreduce_bytes(bench["bytes"], n) / wire_s)
     else:
         raise ValueError(f"unknown variant {variant!r}: {', '.join(VARIANTS)}")
@@ -170,13 +211,17 @@ def step_bytes_of(comm: str, settings: Dict[str, Any]):
     return step_bytes(cfg, grads, settings["sentences"] * settings["tgt_len"])
 
 
-def predict(point: Dict[str, Any], bench: Dict[str, Any], step, variant: str) -> Dict[str, float]:
+def predict(point: Dict[str, Any], bench: Dict[str, Any], step, variant: str,
+            doc: Dict[str, Any]) -> Dict[str, float]:
     """The model's exchange seconds and link bytes for one measured point, with the errors."""
     from tf_nmt.planning import model as pm  # noqa: PLC0415
 
-    net = network_of(bench, variant)
-    hvd = pm.Horovod(cycle_s=point["cycle_s"])
-    ex = pm.exchange_s(step, point["hosts"], 1, net, hvd)
+    cpu = cpu_of(doc, variant)
+    net = network_of(bench, variant, cpu)
+    hvd = pm.Horovod(cycle_s=point["cycle_s"], cycle_wait=1.0 if variant == "bench_alphabeta"
+                     else pm.Horovod.cycle_wait)
+    # every emulated host is a process on this machine: all of them share its cores
+    ex = pm.exchange_s(step, point["hosts"], 1, net, hvd, cpu, sharing_ranks=point["hosts"])
     sent = pm.link_bytes(step, point["hosts"], 1)
     return {"alpha_us": net.alpha_s * 1e6, "bandwidth_gbit": net.bandwidth_Bps * 8 / 1e9,
             "exchange_s": ex, "link_bytes": sent,
@@ -192,7 +237,7 @@ def compare(doc: Dict[str, Any], step_of: Callable[[str], Any]) -> Dict[str, Any
         bench = doc["benches"][bench_key(point["hosts"], point["link"])]
         step = step_of(point["comm"])
         points.append({**point, "step_bytes": step.to_dict(),
-                       "predicted": {v: predict(point, bench, step, v) for v in VARIANTS}})
+                       "predicted": {v: predict(point, bench, step, v, doc) for v in VARIANTS}})
     summary = {}
     for v in VARIANTS:
         entry = {}
@@ -314,6 +359,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--resume", action="store_true", help="keep the points already in --out")
     p.add_argument("--overwrite", action="store_true", help="replace --out")
+    p.add_argument("--probe-cpu", action="store_true",
+                   help="measure the CPU constants again (seconds) even if --out has them")
     args = p.parse_args(argv)
     if args.resume and args.overwrite:
         raise UsageError("give --resume or --overwrite, not both")
@@ -341,8 +388,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             steps[comm] = step_bytes_of(comm, settings)
         return steps[comm]
 
+    if args.probe_cpu or "cpu_probe" not in doc:
+        doc["cpu_probe"] = measure_cpu(settings, command)
+
     def save() -> Dict[str, Any]:
-        measured = {"settings": settings, "benches": doc["benches"],
+        measured = {"settings": settings, "cpu_probe": doc["cpu_probe"], "benches": doc["benches"],
                     "points": [{k: v for k, v in pt.items() if k not in ("predicted", "step_bytes")}
                                for pt in doc["points"]]}
         full = {"command": command, **measured, **compare(measured, step_of), "note": NOTE}

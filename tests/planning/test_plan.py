@@ -22,10 +22,11 @@ def test_one_ring_allreduce_by_hand():
     net = network("1gbit")
     assert net.bandwidth_Bps == 125e6 and net.alpha_s == pytest.approx(50e-6)
     assert pm.ring_allreduce_s(1e8, 4, net) == pytest.approx(1.2003)
-    # the same through the step model: one fused buffer (1e8 < 128 MiB) plus one cycle of
-    # tf-nmt's 10 ms
+    # the same through the step model: one fused buffer (1e8 < 128 MiB) plus the half cycle of
+    # tf-nmt's 10 ms a request waits on average
     step = pm.StepBytes(allreduce=1e8)
-    assert pm.exchange_s(step, 4, 1, net) == pytest.approx(1.2103)
+    assert pm.exchange_s(step, 4, 1, net) == pytest.approx(1.2053)
+    assert pm.exchange_s(step, 4, 1, net, pm.Horovod(cycle_wait=1.0)) == pytest.approx(1.2103)
     assert pm.link_bytes(step, 4, 1) == pytest.approx(1.5e8)
 
 
@@ -42,6 +43,33 @@ def test_allgather_fusion_and_hierarchy_by_hand():
     intra = network("custom", alpha_us=1, bandwidth_gbit=400)
     expect = (2 * 3 / 4 * 1e8 / 50e9 + 6e-6) + (1e8 / 1e9 + 2e-5)
     assert pm.allreduce_s(1e8, 2, 4, net, intra) == pytest.approx(expect)
+
+
+def test_cpu_terms_by_hand():
+    net = network("custom", alpha_us=0, bandwidth_gbit=8)  # 1e9 B/s, no latency
+    hvd = pm.Horovod(cycle_s=0.0)
+    cpu = pm.Cpu(gamma_s_per_byte=1e-9, copy_s_per_byte=1e-10, graddrop_s_per_entry=1e-8)
+    # allreduce of 1e8 bytes on 4 ranks: wire 2 * 3/4 * 0.1 s = 0.15 s; reduction
+    # 3/4 * 1e8 * 1e-9 = 0.075 s; two fusion copies 2 * 1e8 * 1e-10 = 0.02 s
+    step = pm.StepBytes(allreduce=1e8)
+    assert pm.exchange_s(step, 4, 1, net, hvd, cpu) == pytest.approx(0.245)
+    # 4 ranks on one node of 2 cores: the CPU work takes twice as long, 2 * 0.095 s, beside the
+    # intra-node ring (400 Gbit/s, 1 us): 2 * 3/4 * 1e8 / 5e10 + 6e-6 = 0.003006 s
+    shared = pm.Cpu(1e-9, 1e-10, 1e-8, cores_per_node=2)
+    assert pm.exchange_s(step, 1, 4, net, hvd, shared) == pytest.approx(0.193006)
+    # as many cores as ranks: no slow-down; more ranks than cores on emulated hosts
+    assert pm.Cpu(cores_per_node=8).sharing(4) == 1.0 and pm.Cpu(cores_per_node=2).sharing(3) == 1.5
+    assert pm.Cpu().sharing(64) == 1.0  # cores not given: at least a core per rank
+    # graddrop: 1e6 entries at 1e-8 s = 0.01 s, plus the allgather of 4 slices of 1e5 bytes
+    # (3/4 * 4e5 / 1e9 = 0.0003 s), on 3 ranks sharing 2 cores: 1.5 * 0.01
+    gd = pm.StepBytes(allgather_slice=1e5, slice_follows_batch=False, graddrop_entries=1e6)
+    assert pm.exchange_s(gd, 4, 1, net, hvd, cpu) == pytest.approx(0.0103)
+    assert pm.exchange_s(gd, 4, 1, net, hvd, shared, sharing_ranks=3) == pytest.approx(0.0153)
+    for bad in (dict(gamma_s_per_byte=-1.0), dict(cores_per_node=0)):
+        with pytest.raises(UsageError):
+            pm.Cpu(**bad)
+    with pytest.raises(UsageError):
+        pm.Horovod(cycle_wait=2.0)
 
 
 def test_overlap_hides_exchange_up_to_the_backward_pass():

@@ -17,7 +17,7 @@ HELD = "bench"
 
 @pytest.fixture(scope="module")
 def recomputed():
-    measured = {k: DOC[k] for k in ("settings", "benches")}
+    measured = {k: DOC[k] for k in ("settings", "cpu_probe", "benches")}
     measured["points"] = [{k: v for k, v in p.items() if k not in ("predicted", "step_bytes")}
                           for p in DOC["points"]]
     steps = {comm: validate.step_bytes_of(comm, DOC["settings"]) for comm in DOC["settings"]["comms"]}
@@ -61,9 +61,43 @@ def test_one_point_by_hand():
     total = 4 * point["num_parameters"]
     alpha = max(0.0, bench["small_median_s"] - bench["cycle_s"]) / 6
     expect = 2 * 3 / 4 * total / (100e6 / 8) + 6 * alpha + point["cycle_s"]
+    old = point["predicted"]["bench_alphabeta"]  # the alpha-beta model alone: a whole cycle
+    beta = 2 * 3 / 4 * bench["bytes"] / (bench["median_s"] - bench["small_median_s"])
+    assert old["exchange_s"] == pytest.approx(expect - total * 1.5 / (100e6 / 8)
+                                              + total * 1.5 / beta)
     rate = point["predicted"]["rate"]
+    gamma, copy = DOC["cpu_probe"]["gamma_s_per_byte"], DOC["cpu_probe"]["copy_s_per_byte"]
+    expect += -point["cycle_s"] / 2 + 2 * (3 / 4 * total * gamma + 2 * total * copy)
     assert rate["exchange_s"] == pytest.approx(expect)
     assert rate["link_bytes"] == pytest.approx(2 * 3 / 4 * total)
+
+
+def test_the_cpu_terms_by_hand():
+    # the held variant: the bench's network less its allreduce's CPU work, half a cycle waited,
+    # the reduction, fusion copies and graddrop's compute, all slowed by N hosts on 2 cores
+    probe = DOC["cpu_probe"]
+    assert probe["cores"] == 2 and probe["command"].startswith("python -m experiments.planning")
+    gamma, copy, drop = (probe[k] for k in validate.CPU_CONSTANTS)
+    assert 0 < gamma < 1e-8 and 0 < copy < gamma and 0 < drop < 1e-7
+    n = 4
+    for comm in ("sparse_as_dense", "graddrop"):
+        point = next(p for p in DOC["points"] if p["comm"] == comm and p["hosts"] == n
+                     and p["link"] == "10gbit")
+        bench = DOC["benches"]["h4-10gbit"]
+        slow = n / 2
+        b = 4 * point["num_parameters"]
+        alpha = max(0.0, bench["small_median_s"] - bench["cycle_s"]) / 6
+        bench_cpu = slow * (3 / 4 * bench["bytes"] * gamma + 2 * bench["bytes"] * copy)
+        beta = 2 * 3 / 4 * bench["bytes"] / (bench["median_s"] - bench["small_median_s"] - bench_cpu)
+        half_cycle = point["cycle_s"] / 2
+        if comm == "sparse_as_dense":
+            expect = (2 * 3 / 4 * b / beta + 6 * alpha + half_cycle
+                      + slow * (3 / 4 * b * gamma + 2 * b * copy))
+        else:
+            total = point["step_bytes"]["allgather_slice"] * n
+            expect = (3 / 4 * total / beta + 3 * alpha + half_cycle
+                      + slow * point["num_parameters"] * drop)
+        assert point["predicted"]["bench"]["exchange_s"] == pytest.approx(expect), comm
 
 
 def test_resume_refuses_other_settings_and_both_flags(tmp_path):

@@ -13,12 +13,22 @@ each buffer is one collective and waits for one cycle (HOROVOD_CYCLE_TIME). The 
 Horovod's since 0.21 (128 MiB, its changelog, PR 2468; the tensor-fusion page still says 64 MB);
 the cycle's is tf-nmt's (10 ms, :data:`tf_nmt.distributed.context.DEFAULT_CYCLE_TIME_MS`, which
 ``tf-nmt train`` sets unless the launcher gives one; Horovod's own is 1 ms). The exchange overlaps the backward pass: ``overlap`` is the fraction of the
-backward time (``BACKWARD_SHARE`` of the compute) that can hide exchange.
+backward time (``BACKWARD_SHARE`` of the compute) that can hide exchange. A request reaches
+Horovod's background loop at a random phase of its cycle, so a fusion round waits half a cycle on
+average (``Horovod.cycle_wait``; a lone collective issued back to back, as in a link bench, waits a
+whole one).
+
+The exchange's own CPU work (:class:`Cpu`, constants probed by :mod:`tf_nmt.planning.probe`):
+the ring allreduce's reduction, ``(N-1)/N * b * gamma`` (the alpha-beta-gamma model; gamma is
+seconds per byte of an element-wise float32 add), two copies of ``b`` through Horovod's fusion
+buffer (``copy_s_per_byte``), and graddrop's selection, encoding, decoding and scatter
+(``graddrop_s_per_entry`` per gradient entry). Where ``R`` ranks share ``C`` cores this work takes
+``max(1, R / C)`` times longer (``Cpu.sharing``).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence
 
 from tf_nmt.distributed.context import DEFAULT_CYCLE_TIME_MS
@@ -84,6 +94,7 @@ class StepBytes:
     periodic: float = 0.0         # a parameter average every ``period`` steps
     period: int = 1
     slice_follows_batch: bool = True  # dense mode's embedding rows; graddrop's pairs do not
+    graddrop_entries: float = 0.0  # gradient entries graddrop selects from (its CPU work)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -91,11 +102,13 @@ class StepBytes:
 
 @dataclass(frozen=True)
 class Horovod:
-    """Tensor fusion, cycle time and overlap with backward."""
+    """Tensor fusion, cycle time (``cycle_wait`` of a cycle waited per fusion round) and
+    overlap with backward."""
 
     fusion_bytes: float = FUSION_BYTES
     cycle_s: float = CYCLE_S
     overlap: float = 0.5
+    cycle_wait: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.overlap <= 1.0:
@@ -104,22 +117,79 @@ class Horovod:
             raise UsageError(f"--fusion-mb must be > 0, got {self.fusion_bytes / 2**20}")
         if not self.cycle_s >= 0:
             raise UsageError(f"--cycle-ms must be >= 0, got {self.cycle_s * 1e3}")
+        if not 0.0 <= self.cycle_wait <= 1.0:
+            raise UsageError(f"cycle_wait must be in [0, 1], got {self.cycle_wait}")
+
+
+#: this 2-core host's probes (``tf-nmt plan --probe``, docs/planning.md): an element-wise float32
+#: add of 5.5 MB, a 5.5 MB copy, GradDrop's exchange of the 1,363,776-entry validation model
+GAMMA_S_PER_BYTE = 0.68e-9
+COPY_S_PER_BYTE = 0.075e-9
+GRADDROP_S_PER_ENTRY = 9.2e-9
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """The exchange's CPU work per byte or entry on one rank, and the node's cores (None: at
+    least a core per rank)."""
+
+    gamma_s_per_byte: float = GAMMA_S_PER_BYTE
+    copy_s_per_byte: float = COPY_S_PER_BYTE
+    graddrop_s_per_entry: float = GRADDROP_S_PER_ENTRY
+    cores_per_node: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for name in ("gamma_s_per_byte", "copy_s_per_byte", "graddrop_s_per_entry"):
+            if not getattr(self, name) >= 0:
+                raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.cores_per_node is not None and self.cores_per_node < 1:
+            raise UsageError(f"--cores-per-node must be >= 1, got {self.cores_per_node}")
+
+    def sharing(self, ranks_on_cores: int) -> float:
+        """How much longer CPU-bound work takes when ``ranks_on_cores`` ranks share the cores."""
+        if self.cores_per_node is None:
+            return 1.0
+        return max(1.0, ranks_on_cores / self.cores_per_node)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+#: no CPU terms (the alpha-beta model alone)
+NO_CPU = Cpu(0.0, 0.0, 0.0)
+
+
+def allreduce_cpu_s(nbytes: float, ranks: int, cpu: Cpu) -> float:
+    """CPU seconds of one ring allreduce of ``nbytes`` on one rank: the reduction (``(N-1)/N``
+    of the tensor added once) and the copies into and out of the fusion buffer."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    return (ranks - 1) / ranks * nbytes * cpu.gamma_s_per_byte + 2 * nbytes * cpu.copy_s_per_byte
 
 
 def exchange_s(step: StepBytes, nodes: int, ranks_per_node: int, net: Network,
-               hvd: Horovod = Horovod()) -> float:
-    """Seconds of one step's gradient exchange (not counting overlap)."""
-    if nodes * ranks_per_node <= 1:
+               hvd: Horovod = Horovod(), cpu: Cpu = NO_CPU, sharing_ranks: Optional[int] = None
+               ) -> float:
+    """Seconds of one step's gradient exchange (not counting overlap): wire, cycle waits and
+    the CPU work of ``cpu``, slowed by ``cpu.sharing`` of ``sharing_ranks`` (default: the ranks
+    of a node) sharing its cores."""
+    ranks = nodes * ranks_per_node
+    if ranks <= 1:
         return 0.0
+    wait = hvd.cycle_wait * hvd.cycle_s
+    slow = cpu.sharing(ranks_per_node if sharing_ranks is None else sharing_ranks)
     total = 0.0
     if step.allreduce > 0:
         buffers = math.ceil(step.allreduce / hvd.fusion_bytes)
         size = step.allreduce / buffers
-        total += buffers * (allreduce_s(size, nodes, ranks_per_node, net) + hvd.cycle_s)
+        total += buffers * (allreduce_s(size, nodes, ranks_per_node, net) + wait
+                            + slow * allreduce_cpu_s(size, ranks, cpu))
     if step.allgather_slice > 0:
-        total += allgather_s(step.allgather_slice, nodes, ranks_per_node, net) + hvd.cycle_s
+        total += allgather_s(step.allgather_slice, nodes, ranks_per_node, net) + wait
+        total += slow * step.graddrop_entries * cpu.graddrop_s_per_entry
     if step.periodic > 0:
-        total += allreduce_s(step.periodic, nodes, ranks_per_node, net) / step.period
+        total += (allreduce_s(step.periodic, nodes, ranks_per_node, net)
+                  + slow * allreduce_cpu_s(step.periodic, ranks, cpu)) / step.period
     return total
 
 
@@ -143,7 +213,8 @@ def step_s(compute_s: float, exchange: float, overlap: float) -> float:
 
 def table(nodes_list: Sequence[int], ranks_per_node: int, compute_s: float, tokens_per_rank: float,
           weak: StepBytes, strong: StepBytes, net: Network, hvd: Horovod = Horovod(),
-          steps: Optional[int] = None, tokens: Optional[float] = None) -> List[Dict[str, Any]]:
+          steps: Optional[int] = None, tokens: Optional[float] = None,
+          cpu: Cpu = NO_CPU) -> List[Dict[str, Any]]:
     """One row per node count: weak scaling (the per-rank batch fixed) and strong scaling (the
     global batch of the first row fixed, compute proportional to tokens per rank).
 
@@ -154,14 +225,14 @@ def table(nodes_list: Sequence[int], ranks_per_node: int, compute_s: float, toke
     base = None
     for nodes in nodes_list:
         ranks = nodes * ranks_per_node
-        ex = exchange_s(weak, nodes, ranks_per_node, net, hvd)
+        ex = exchange_s(weak, nodes, ranks_per_node, net, hvd, cpu)
         t = step_s(compute_s, ex, hvd.overlap)
         tps = ranks * tokens_per_rank / t
         share = base_ranks / ranks
         s_slice = strong.allgather_slice * (share if strong.slice_follows_batch else 1.0)
-        s_bytes = StepBytes(strong.allreduce, s_slice, strong.periodic, strong.period)
+        s_bytes = replace(strong, allgather_slice=s_slice)
         s_compute = compute_s * share
-        s_ex = exchange_s(s_bytes, nodes, ranks_per_node, net, hvd)
+        s_ex = exchange_s(s_bytes, nodes, ranks_per_node, net, hvd, cpu)
         s_t = step_s(s_compute, s_ex, hvd.overlap)
         if base is None:
             base = {"tps_per_rank": tps / ranks, "strong_t": s_t}

@@ -96,7 +96,8 @@ def step_bytes(cfg: Config, grads: Gradients, tokens_per_rank: float) -> StepByt
                              "means depend on every tensor's shape)")
         entries = grads.total_bytes // accounting.itemsize("float32")
         payload = sparse_payload_bytes((1.0 - t.drop_ratio) * entries, entries)
-        return StepBytes(allgather_slice=payload, slice_follows_batch=False)
+        return StepBytes(allgather_slice=payload, slice_follows_batch=False,
+                         graddrop_entries=float(entries))
     if t.comm in ("fedavg", "bmuf"):
         return StepBytes(periodic=float(grads.total_bytes), period=int(t.average_every))
     raise UsageError(f"tf-nmt plan has no model for train.comm={t.comm}")
@@ -133,3 +134,57 @@ def probe_step_s(cfg: Config, model: Any, length: int = 32, steps: int = 3,
         model.train_on_batch(x, y)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * cfg.train.backward_passes_per_step
+
+
+def _median_s(fn: Any, repeats: int) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` calls after two warm-up calls."""
+    import statistics
+
+    def once() -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+
+    once(), once()  # warm-up: tracing, allocation
+    return statistics.median(once() for _ in range(repeats))
+
+
+def probe_cpu(shapes: List[Any], drop_ratio: float = 0.99, nbytes: int = 0,
+              repeats: int = 15) -> Dict[str, float]:
+    """The exchange's CPU constants on this process (seconds; medians over ``repeats``):
+
+    * ``gamma_s_per_byte``: an element-wise float32 add of ``nbytes`` (default the gradient's)
+      divided by its bytes (the reduction step of a ring allreduce);
+    * ``copy_s_per_byte``: a copy of as many bytes (Horovod's fusion buffer);
+    * ``graddrop_s_per_entry``: GradDrop's exchange of gradients of ``shapes`` on one rank
+      (:class:`tf_nmt.distributed.comm.graddrop.GradDropExchange` with a local gather: selection,
+      residual, encoding, decoding, scatter) divided by the gradient's entries."""
+    import numpy as np
+
+    from tf_nmt.compat import tf
+    from tf_nmt.distributed.comm.graddrop import GradDropExchange
+    from tf_nmt.distributed.comm.settings import CommSettings
+
+    if repeats < 1 or not 0.0 < drop_ratio < 1.0:
+        raise UsageError("the CPU probe needs repeats >= 1 and a drop ratio in (0, 1)")
+    shapes = [tf.TensorShape(s) for s in shapes]
+    entries = sum(int(s.num_elements()) for s in shapes)
+    nbytes = nbytes or 4 * entries
+    rng = np.random.default_rng(0)
+    a = tf.constant(rng.standard_normal(nbytes // 4).astype(np.float32))
+    b = tf.constant(rng.standard_normal(nbytes // 4).astype(np.float32))
+    add = tf.function(lambda: a + b)
+    gamma = _median_s(lambda: add().numpy(), repeats) / nbytes
+    src = np.ones(nbytes, np.uint8)
+    dst = np.empty_like(src)
+    copy = _median_s(lambda: np.copyto(dst, src), repeats) / nbytes
+    grads = [tf.constant(rng.standard_normal(s.as_list()).astype(np.float32)) for s in shapes]
+    residuals = [tf.Variable(tf.zeros(s)) for s in shapes]
+    settings = CommSettings(mode="graddrop", drop_ratio=drop_ratio, drop_warmup_steps=0)
+    exchange = GradDropExchange(settings, shapes, 1, dense_fallback=False)
+    step = tf.constant(100, tf.int64)
+    run = tf.function(lambda: exchange.exchange(grads, residuals, step))
+    graddrop = _median_s(lambda: run()[0].numpy(), repeats) / entries
+    return {"gamma_s_per_byte": gamma, "copy_s_per_byte": copy, "graddrop_s_per_entry": graddrop,
+            "bytes": float(nbytes), "entries": float(entries), "drop_ratio": drop_ratio,
+            "repeats": float(repeats)}
