@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tf_nmt import cli
+from tf_nmt.commands import plan as plan_cmd
 from tf_nmt.commands.plan import parse_nodes, plan
 from tf_nmt.errors import UsageError
 from tf_nmt.planning import model as pm
@@ -98,6 +99,10 @@ def test_node_lists():
     (["plan", "--probe", "--nodes", "1,2"], "would be ignored"),
     (["plan", "--probe", "--steps", "10"], "would be ignored"),
     (["plan", "--nodes", "1,2", "--compute-seconds", "1", "--probe-file", "x.json"], "not both"),
+    (["plan", "--nodes", "1,2", "--cores-per-node", "0"], "--cores-per-node must be >= 1"),
+    (["plan", "--nodes", "1,2", "--gamma-ns", "-1"], "--gamma-ns must be >= 0"),
+    (["plan", "--probe", "--cores-per-node", "8"], "--cores-per-node would be ignored"),
+    (["plan", "--probe", "--graddrop-ns", "3"], "--graddrop-ns would be ignored"),
 ])
 def test_bad_arguments_are_one_line_errors(argv, message, capsys, tmp_path):
     argv = [*argv, "--out", str(tmp_path / "out")]
@@ -130,9 +135,26 @@ def test_tiny_end_to_end_plan_and_probe_file(tmp_path):
     assert result["step_bytes"]["allreduce"] == grads["embedding_bytes"] + grads["rest_bytes"]
     assert grads["parameters"] * 4 == grads["embedding_bytes"] + grads["rest_bytes"]
     net = network("1gbit")
+    # the probe's CPU constants, a core per rank (no --cores-per-node)
+    assert set(probe["cpu"]) >= set(plan_cmd.CPU_FLAGS.values())
+    cpu = pm.Cpu(**{k: probe["cpu"][k] for k in plan_cmd.CPU_FLAGS.values()})
+    assert result["cpu"]["source"].startswith("probe file")
+    step = pm.StepBytes(allreduce=grads["parameters"] * 4)
     for row in rows:
-        expect = pm.exchange_s(pm.StepBytes(allreduce=grads["parameters"] * 4), row["nodes"], 2, net)
+        expect = pm.exchange_s(step, row["nodes"], 2, net, cpu=cpu)
         assert row["exchange_s"] == pytest.approx(expect)
+        assert row["exchange_s"] > pm.exchange_s(step, row["nodes"], 2, net)  # CPU work counts
+    # 2 ranks on 1 core, the add given by hand: the CPU work takes twice as long
+    shared = plan("quickstart", TINY, [2], ranks_per_node=2, network="1gbit",
+                  out=tmp_path / "shared", probe_file=tmp_path / "probe" / "probe.json",
+                  cores_per_node=1, cpu_ns={"gamma": 1.0, "copy": None, "graddrop": None},
+                  quiet=True)
+    cpu = pm.Cpu(1e-9, cpu.copy_s_per_byte, cpu.graddrop_s_per_entry, cores_per_node=1)
+    assert shared["rows"][0]["exchange_s"] == pytest.approx(pm.exchange_s(step, 2, 2, net, cpu=cpu))
+    assert shared["cpu"]["source"].endswith("--gamma-ns")
+    alone = pm.exchange_s(step, 2, 2, net, cpu=pm.Cpu(**{**cpu.to_dict(), "cores_per_node": 2}))
+    assert alone < shared["rows"][0]["exchange_s"]
+    for row in rows:
         assert row["step_s"] >= row["compute_s"]
         assert row["time_to_steps_s"] == pytest.approx(100 * row["step_s"])
     assert rows[0]["weak_efficiency"] == pytest.approx(1.0)

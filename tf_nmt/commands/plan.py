@@ -45,15 +45,51 @@ def parse_nodes(text: str) -> List[int]:
     return out
 
 
+def cpu_terms(cores_per_node: Optional[int], cpu_ns: Optional[Dict[str, Optional[float]]],
+              probed: Optional[Dict[str, float]], probe_source: str):
+    """(the model's :class:`~tf_nmt.planning.model.Cpu`, where its constants came from)."""
+    from tf_nmt.planning import model as pm
+
+    values = {"gamma_s_per_byte": pm.GAMMA_S_PER_BYTE, "copy_s_per_byte": pm.COPY_S_PER_BYTE,
+              "graddrop_s_per_entry": pm.GRADDROP_S_PER_ENTRY}
+    source = "tf_nmt.planning.model defaults (a 2-core host's probe)"
+    if probed:
+        values = {k: float(probed[k]) for k in values}
+        source = probe_source
+    flags = {k: v for k, v in (cpu_ns or {}).items() if v is not None}
+    unknown = set(flags) - set(CPU_FLAGS)
+    if unknown:
+        raise UsageError(f"unknown CPU constants {sorted(unknown)}: give {', '.join(CPU_FLAGS)}")
+    for flag, value in flags.items():
+        if not value >= 0:
+            raise UsageError(f"--{flag}-ns must be >= 0, got {value}")
+        values[CPU_FLAGS[flag]] = value * 1e-9
+    if flags:
+        source += "; --" + ", --".join(f"{k}-ns" for k in flags)
+    return pm.Cpu(**values, cores_per_node=cores_per_node), source
+
+
+#: ``--NAME-ns`` -> the :class:`tf_nmt.planning.model.Cpu` constant it sets (nanoseconds)
+CPU_FLAGS = {"gamma": "gamma_s_per_byte", "copy": "copy_s_per_byte",
+             "graddrop": "graddrop_s_per_entry"}
+
+
 def probe(cfg, length: int = 32, steps: int = 3) -> Dict[str, Any]:
-    """Measure the compute-only step of ``cfg`` on this machine: the record ``--probe-file`` reads."""
-    from tf_nmt.planning.probe import probe_step_s
+    """Measure the compute-only step of ``cfg`` and the exchange's CPU constants
+    (:func:`tf_nmt.planning.probe.probe_cpu`) on this machine: the record ``--probe-file`` reads."""
+    from tf_nmt.planning.probe import probe_cpu, probe_step_s
     from tf_nmt.training.trainer import build_and_compile
 
     if steps < 1 or length < 1:
         raise UsageError("--probe-steps and --probe-length must be >= 1")
     model = build_and_compile(cfg, cfg.data.vocab_size)
+    drop = cfg.train.drop_ratio if 0.0 < cfg.train.drop_ratio < 1.0 else 0.99
+    shapes = [v.shape for v in model.trainable_variables]
+    # the add and copy on at least 64 MiB: rates, not a small model's per-call overhead
+    gradient_bytes = 4 * sum(int(s.num_elements()) for s in shapes)
+    cpu = probe_cpu(shapes, drop, nbytes=max(gradient_bytes, 2 ** 26), repeats=5)
     return {"format": PROBE_FORMAT, "step_s": probe_step_s(cfg, model, length, steps),
+            "cpu": cpu,
             "batch_tokens": cfg.data.batch_tokens, "model": cfg.model.kind,
             "hparams": dict(cfg.model.hparams), "vocab_size": cfg.data.vocab_size,
             "host": platform.node(), "machine": platform.processor() or platform.machine()}
@@ -146,11 +182,16 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
          probe_steps: int = 3, probe_length: int = 32, overlap: float = 0.5,
          fusion_mb: float = 128.0, cycle_ms: Optional[float] = None, steps: Optional[int] = None,
          tokens: Optional[float] = None, config_file: Optional[Path] = None,
-         quiet: bool = False) -> Dict[str, Any]:
+         quiet: bool = False, cores_per_node: Optional[int] = None,
+         cpu_ns: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Plan a run (or, ``probe_only``, record this machine's probe in ``out``): the result
     written to ``out``/plan.json and plan.png and returned. Compute per rank comes from one of
     ``probe_file``, ``compute_seconds`` (seconds of one step on the target node) or a probe here,
-    divided by ``compute_factor`` (the target node's speed relative to the probed one)."""
+    divided by ``compute_factor`` (the target node's speed relative to the probed one).
+    The exchange's CPU constants (:class:`tf_nmt.planning.model.Cpu`) come from ``cpu_ns``
+    (nanoseconds: ``gamma``, ``copy`` per byte, ``graddrop`` per entry), else the probe (file or
+    here), else this package's defaults; ``cores_per_node`` counts the slow-down of ranks that
+    share a node's cores."""
     from tf_nmt.commands.train import build_config
     from tf_nmt.planning import model as pm
     from tf_nmt.planning.network import network as make_network
@@ -162,14 +203,20 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
     out = Path(out) if out is not None else Path(f"plan-{preset_name or 'config'}")
     if probe_only:
         given = [n for n, v in (("--probe-file", probe_file), ("--compute-seconds", compute_seconds),
-                                ("--steps", steps), ("--tokens", tokens)) if v is not None]
+                                ("--steps", steps), ("--tokens", tokens),
+                                ("--cores-per-node", cores_per_node)) if v is not None]
+        given += [f"--{k}-ns" for k in (cpu_ns or {}) if cpu_ns[k] is not None]
         if given:
             raise UsageError(f"--probe only measures this machine: {', '.join(given)} would be "
                              "ignored")
         record = probe(cfg, probe_length, probe_steps)
         write_json_atomic(_out_dir(out, overwrite) / "probe.json", record)
         if not quiet:
+            cpu = record["cpu"]
             print(f"probe: {record['step_s']:.4f} s per step of {record['batch_tokens']} tokens; "
+                  f"add {1e9 * cpu['gamma_s_per_byte']:.3f} ns/byte, copy "
+                  f"{1e9 * cpu['copy_s_per_byte']:.3f} ns/byte, graddrop "
+                  f"{1e9 * cpu['graddrop_s_per_entry']:.2f} ns/entry; "
                   f"recorded in {out / 'probe.json'} (give it to --probe-file)")
         return record
     if probe_file is not None and compute_seconds is not None:
@@ -184,6 +231,7 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
         raise UsageError("--steps and --tokens must be positive")
     if not nodes:
         raise UsageError("--nodes is empty")
+    cpu_terms(cores_per_node, cpu_ns, None, "")  # bad CPU arguments fail before any probe
     net = make_network(network, alpha_us, bandwidth_gbit)
     if cycle_ms is None:  # what tf-nmt train's ranks will run with
         from tf_nmt.distributed.context import horovod_cycle_time
@@ -191,23 +239,29 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
         cycle_ms = horovod_cycle_time()
     hvd = pm.Horovod(fusion_mb * 2 ** 20, cycle_ms * 1e-3, overlap)
     out = _out_dir(out, overwrite)
+    probed_cpu: Optional[Dict[str, float]] = None
     if probe_file is not None:
         source, measured = f"probe file {probe_file}", read_probe(probe_file, cfg)
+        probed_cpu = json.loads(Path(probe_file).read_text()).get("cpu")  # older records: none
     elif compute_seconds is not None:
         source, measured = "--compute-seconds", float(compute_seconds)
     else:
-        source, measured = "probe on this machine", probe(cfg, probe_length, probe_steps)["step_s"]
+        record = probe(cfg, probe_length, probe_steps)
+        source, measured, probed_cpu = "probe on this machine", record["step_s"], record["cpu"]
+    cpu, cpu_source = cpu_terms(cores_per_node, cpu_ns, probed_cpu, source)
     compute_s = measured / compute_factor
     tokens_per_rank = float(cfg.data.batch_tokens * cfg.train.backward_passes_per_step)
     grads = count_gradients(build_model_for_training(cfg, cfg.data.vocab_size, policy="float32"),
                             cfg.data.vocab_size)
     bytes_ = step_bytes(cfg, grads, cfg.data.batch_tokens)
     rows = pm.table(nodes, ranks_per_node, compute_s, tokens_per_rank, bytes_, bytes_, net, hvd,
-                    steps, tokens)
+                    steps, tokens, cpu)
     result = {"preset": preset_name, "sets": list(sets), "comm": cfg.train.comm,
               "ranks_per_node": ranks_per_node, "network": net.to_dict(),
               "horovod": {"fusion_bytes": hvd.fusion_bytes, "cycle_s": hvd.cycle_s,
-                          "overlap": hvd.overlap, "backward_share": pm.BACKWARD_SHARE},
+                          "overlap": hvd.overlap, "backward_share": pm.BACKWARD_SHARE,
+                          "cycle_wait": hvd.cycle_wait},
+              "cpu": {**cpu.to_dict(), "source": cpu_source},
               "compute": {"source": source, "measured_step_s": measured,
                           "compute_factor": compute_factor, "step_s": compute_s,
                           "tokens_per_rank": tokens_per_rank},
@@ -231,7 +285,8 @@ def _cmd(args: argparse.Namespace) -> int:
          args.ranks_per_node, args.network, args.alpha_us, args.bandwidth_gbit, args.out,
          args.overwrite, args.probe, args.probe_file, args.compute_seconds, args.compute_factor,
          args.probe_steps, args.probe_length, args.overlap, args.fusion_mb, args.cycle_ms,
-         args.steps, args.tokens, args.config)
+         args.steps, args.tokens, args.config, cores_per_node=args.cores_per_node,
+         cpu_ns={k: getattr(args, f"{k}_ns") for k in CPU_FLAGS})
     return 0
 
 
@@ -267,6 +322,16 @@ def add_plan_parser(subparsers) -> None:
     p.add_argument("--fusion-mb", type=float, default=128.0, help="HOROVOD_FUSION_THRESHOLD, MiB")
     p.add_argument("--cycle-ms", type=float, default=None,
                    help="HOROVOD_CYCLE_TIME, ms (default: what tf-nmt train uses, $HOROVOD_CYCLE_TIME or 10)")
+    p.add_argument("--cores-per-node", type=int, default=None,
+                   help="cores of a node: ranks beyond them slow the exchange's CPU work by "
+                        "ranks/cores (default: at least a core per rank)")
+    p.add_argument("--gamma-ns", type=float, default=None,
+                   help="ns per byte of a float32 add (the allreduce's reduction; default: "
+                        "the probe's, else this package's)")
+    p.add_argument("--copy-ns", type=float, default=None,
+                   help="ns per byte of a memory copy (Horovod's fusion buffer)")
+    p.add_argument("--graddrop-ns", type=float, default=None,
+                   help="ns per gradient entry of GradDrop's own compute")
     p.add_argument("--steps", type=int, help="also give the time to this many steps")
     p.add_argument("--tokens", type=float, help="also give the time to this many target tokens")
     p.set_defaults(func=_check_and_run)

@@ -121,11 +121,12 @@ class Horovod:
             raise UsageError(f"cycle_wait must be in [0, 1], got {self.cycle_wait}")
 
 
-#: this 2-core host's probes (``tf-nmt plan --probe``, docs/planning.md): an element-wise float32
-#: add of 5.5 MB, a 5.5 MB copy, GradDrop's exchange of the 1,363,776-entry validation model
-GAMMA_S_PER_BYTE = 0.68e-9
-COPY_S_PER_BYTE = 0.075e-9
-GRADDROP_S_PER_ENTRY = 9.2e-9
+#: the 2-core development host's probe (experiments/planning/results/validate.json ``cpu_probe``,
+#: rounded): an element-wise float32 add of 5.5 MB, a 5.5 MB copy, GradDrop's exchange of the
+#: 1,363,776-entry validation model; ``tf-nmt plan --probe`` measures a target node's
+GAMMA_S_PER_BYTE = 0.29e-9
+COPY_S_PER_BYTE = 0.072e-9
+GRADDROP_S_PER_ENTRY = 4.0e-9
 
 
 @dataclass(frozen=True)
