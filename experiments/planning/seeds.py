@@ -46,7 +46,9 @@ def scenario(name: str, sets: Sequence[str], network: str, nodes: Sequence[int],
     with tempfile.TemporaryDirectory() as tmp:
         result = plan(args.preset, base, nodes, args.ranks_per_node, network,
                       out=Path(tmp) / "plan", compute_seconds=compute_s, overlap=args.overlap,
-                      cycle_ms=args.cycle_ms, quiet=True)
+                      cycle_ms=args.cycle_ms, quiet=True, cores_per_node=args.cores_per_node,
+                      cpu_ns={"gamma": args.gamma_ns, "copy": args.copy_ns,
+                              "graddrop": args.graddrop_ns})
     return {"name": name, "sets": base, "network": network, "parameters": params,
             "compute_s": compute_s, "rows": result["rows"], "step_bytes": result["step_bytes"]}
 
@@ -65,6 +67,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--overlap", type=float, default=0.5)
     p.add_argument("--cycle-ms", type=float, default=1.0,
                    help="HOROVOD_CYCLE_TIME of the seeds' runs (Horovod's default; tf-nmt's is 10)")
+    p.add_argument("--cores-per-node", type=int, default=40, help="2 x 20 cores")
+    # the exchange's CPU work on the seeds' nodes was not published: off by default (the
+    # alpha-beta model alone, as these figures were first compared); README says what it moves
+    p.add_argument("--gamma-ns", type=float, default=0.0, help="ns per byte of the reduction")
+    p.add_argument("--copy-ns", type=float, default=0.0, help="ns per byte of a fusion copy")
+    p.add_argument("--graddrop-ns", type=float, default=0.0, help="ns per entry of GradDrop")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--overwrite", action="store_true")
     args = p.parse_args(argv)
