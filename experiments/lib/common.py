@@ -42,7 +42,14 @@ def git_revision() -> Dict[str, Any]:
             return None
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"git_revision": git("rev-parse", "HEAD"),
-            "git_dirty": None if status is None else bool(status)}
+            "git_dirty": None if status is None else code_changed(status)}
+
+
+def code_changed(status: str) -> bool:
+    """Whether ``git status --porcelain`` lists a change outside the results folders: a study
+    that rewrites its own results file as it goes (``--resume``) does not make its code dirty."""
+    paths = [line[3:].split(" -> ")[-1] for line in status.splitlines() if line.strip()]
+    return any("/results/" not in f"/{path}" for path in paths)
 
 
 def provenance(command: Optional[str] = None) -> Dict[str, Any]:

@@ -126,3 +126,13 @@ def test_hvd_vs_single_prepares_the_data_before_training(monkeypatch, tmp_path):
         hvd_vs_single.main(["--steps", "2", "--set", f"data.data_dir={tmp_path / 'd'}",
                             "--work-dir", str(tmp_path / "w"), "--out", str(tmp_path / "o.json")])
     assert events == [("prepare", str(tmp_path / "d"), 8000), ("train",)]
+
+
+def test_only_changes_outside_the_results_folders_make_the_code_dirty():
+    """A study that rewrites its own results file after each attempt stays clean (chaos-stress
+    once recorded itself as dirty that way); any code change is still dirty."""
+    assert not common.code_changed(" M experiments/chaos/results/stress.json\n")
+    assert not common.code_changed("")
+    assert common.code_changed(" M experiments/chaos/results/stress.json\n M tf_nmt/cli.py\n")
+    assert common.code_changed("R  experiments/results/a.py -> experiments/x.py\n")
+    assert common.code_changed(" M experiments/chaos/stress.py\n")
