@@ -27,11 +27,16 @@ Horovod's fusion threshold and the cycle time the ranks ran with, on ``--network
   10 Gbit/s link is not the bottleneck).
 
 and the relative error ``(predicted - measured) / measured`` of exchange time and link bytes.
+Both variants carry the model's CPU terms (:class:`tf_nmt.planning.model.Cpu`) with the constants
+of ``cpu_probe`` (:func:`measure_cpu`: probed once on one process, seconds, before any point; again
+with ``--probe-cpu``), all emulated hosts sharing this machine's cores; ``bench_alphabeta`` is the
+alpha-beta model alone (no CPU terms, a whole cycle a round). ``--resume`` on a complete file
+measures nothing (no bench, no point) and recomputes every prediction.
 
 On 2 shared cores the compute column of these runs is contention (N ranks share 2 cores), not
 a node's compute: only the exchange is validated.
 
-    python -m experiments.planning.validate [--resume | --overwrite]
+    python -m experiments.planning.validate [--resume | --overwrite] [--probe-cpu]
     python -m experiments plan-validate [--resume | --overwrite]
 """
 from __future__ import annotations
