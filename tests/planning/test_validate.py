@@ -111,3 +111,17 @@ def test_resume_refuses_other_settings_and_both_flags(tmp_path):
         validate.main(["--resume", "--out", str(tmp_path / "none.json")])
     with pytest.raises(SystemExit, match="exists"):
         validate.main(["--out", str(out)])
+
+
+def test_resume_recomputes_without_measuring(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("--resume on a complete file measured something")
+
+    for name in ("measure_bench", "measure_point", "measure_cpu"):
+        monkeypatch.setattr(validate, name, refuse)
+    out = tmp_path / "v.json"
+    out.write_text(validate.RESULTS.read_text())
+    assert validate.main(["--resume", "--out", str(out)]) == 0
+    again = json.loads(out.read_text())
+    assert again["cpu_probe"] == DOC["cpu_probe"] and again["summary"] == DOC["summary"]
+    assert [p["comm_paired_s"] for p in again["points"]] == [p["comm_paired_s"] for p in DOC["points"]]
