@@ -26,7 +26,7 @@ def test_json_config_and_preset(tmp_path):
     ("train.peak_rl=1", "did you mean 'peak_lr'"),
     ("trian.peak_lr=1", "unknown config section 'trian'"),
     ("train.train_steps=many", "expected int"),
-    ("train.mixed_precision=maybe", "expected true, false or auto"),
+    ("train.mixed_precision=maybe", "unknown precision 'maybe'.*auto"),
     ("train.jit_compile=maybe", "expected bool"),
     ("train.sparse_as_dense=false", "retired: .*train.comm=sparse_as_dense .* train.comm=dense"),
     ("train.sparse_as_dense=true", "retired"),

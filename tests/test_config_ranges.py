@@ -189,10 +189,10 @@ def test_an_unknown_value_of_an_enumerated_key_names_key_and_choices(dotted, spe
     choices = spec.metadata["choices"]
     message = _refused(f"{dotted}=bogus")
     assert message.startswith(f"{dotted}: unknown {choices.what} 'bogus'") and "\n" not in message
-    assert f"(valid: {', '.join(sorted(choices.values))})" in message
+    assert f"(valid: {', '.join(sorted(choices.shown()))})" in message
     section, key = dotted.split(".")
-    for value in choices.values:
-        assert getattr(getattr(load_config(None, [f"{dotted}={value}"]), section), key) == value
+    for value, written in zip(choices.values, choices.shown()):
+        assert getattr(getattr(load_config(None, [f"{dotted}={written}"]), section), key) == value
 
 
 def test_a_config_file_and_a_preset_are_checked_too(tmp_path, monkeypatch):

@@ -74,8 +74,12 @@ class Choices:
     """The values an enumerated key accepts, declared beside its field
     (``metadata={"choices": ...}``); ``what`` names such a value in the error ("mode")."""
 
-    values: Tuple[str, ...]
+    values: Tuple[Any, ...]
     what: str = "value"
+
+    def shown(self) -> List[str]:
+        """The values as a user writes them (``true``/``false`` for booleans)."""
+        return [str(v).lower() if isinstance(v, bool) else str(v) for v in self.values]
 
 
 SEED = Range(0, 2**32 - 1)  # what NumPy's seeding takes
@@ -469,7 +473,7 @@ def _coerce(section: str, key: str, value: Any, target: Any,
         target = spec.default
         if not isinstance(value, bool) and not (isinstance(value, str) and value.lower() in
                                                 ("true", "false", "1", "0", "yes", "no")):
-            raise ConfigError(f"{section}.{key}: expected true, false or auto, got {value!r}")
+            return value  # refused by its choices, named with them (_check_value)
     if isinstance(target, bool):
         if isinstance(value, bool):
             return value
@@ -497,8 +501,9 @@ def _coerce(section: str, key: str, value: Any, target: Any,
 def _check_value(dotted: str, value: Any, valid: Any) -> None:
     """ConfigError unless ``value`` lies in ``valid``: a :class:`Range` (of each value, for a
     mapping), :class:`Choices`, or None (anything)."""
-    if isinstance(valid, Choices) and value not in valid.values:
-        raise ConfigError(f"{dotted}: {_unknown(valid.what, str(value), list(valid.values))}")
+    if isinstance(valid, Choices) and (value not in valid.values or (
+            isinstance(value, (int, float)) and not isinstance(value, bool))):
+        raise ConfigError(f"{dotted}: {_unknown(valid.what, str(value), valid.shown())}")
     if isinstance(valid, Range):
         for name, number in (value.items() if isinstance(value, dict) else [(None, value)]):
             if number not in valid:
