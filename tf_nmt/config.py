@@ -332,7 +332,7 @@ class TrainConfig:
     # matmuls on CPUs with AMX/AVX512-BF16; checkpoints stay float32. "auto" (the presets'):
     # tf_nmt.training.precision.decide.
     mixed_precision: Union[bool, str] = field(default=False, metadata={
-        "choices": Choices((False, True, "auto"), "precision"), "auto": True,
+        "choices": Choices((False, True, "auto"), "precision"),
         "help": "mixed precision with float32 variables: bfloat16 on CPUs and GPUs of compute "
                 "capability >= 8.0, float16 with loss scaling on older GPUs; checkpoints stay "
                 "float32. auto: mixed on a GPU or a CPU with native bfloat16 (avx512_bf16, "
@@ -466,13 +466,13 @@ def _unknown(kind: str, name: str, valid: List[str]) -> ConfigError:
 def _coerce(section: str, key: str, value: Any, target: Any,
             spec: Optional[dataclasses.Field] = None) -> Any:
     """Convert ``value`` to the type of the field default ``target`` (bool/int/float/str/dict);
-    a field whose metadata has ``auto`` (a bool or ``"auto"``) also takes the string ``auto``."""
-    if spec is not None and spec.metadata.get("auto"):
+    a bool field whose choices add ``auto`` (:func:`_takes_auto`) also takes the string ``auto``."""
+    if spec is not None and _takes_auto(spec):
         if isinstance(value, str) and value.lower() == "auto":
             return "auto"
-        target = spec.default
-        if not isinstance(value, bool) and not (isinstance(value, str) and value.lower() in
-                                                ("true", "false", "1", "0", "yes", "no")):
+        try:  # a bool as any bool field takes it (against the default, not a current "auto")
+            return _coerce(section, key, value, spec.default)
+        except ConfigError:
             return value  # refused by its choices, named with them (_check_value)
     if isinstance(target, bool):
         if isinstance(value, bool):
@@ -496,6 +496,12 @@ def _coerce(section: str, key: str, value: Any, target: Any,
         if isinstance(value, dict):
             return dict(value)
     raise ConfigError(f"{section}.{key}: expected {type(target).__name__}, got {value!r}")
+
+
+def _takes_auto(spec: dataclasses.Field) -> bool:
+    """A bool field whose choices add ``"auto"`` (``train.mixed_precision``)."""
+    valid = spec.metadata.get("choices")
+    return isinstance(spec.default, bool) and isinstance(valid, Choices) and "auto" in valid.values
 
 
 def _check_value(dotted: str, value: Any, valid: Any) -> None:

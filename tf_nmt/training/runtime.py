@@ -34,15 +34,16 @@ def choose_policy(mixed_precision: precision.Setting) -> Tuple[str, Dict[str, An
     this machine (:func:`tf_nmt.training.precision.decide` and ``policy_for_device``): the record
     says what was asked, what was decided and why, and any warning."""
     caps = list(precision.gpu_compute_capabilities())
-    decision = precision.decide(mixed_precision, caps)
-    policy = precision.policy_for_device(mixed_precision, caps)
+    flags = precision.cpu_flags()  # read once for the decision, the policy and the record
+    decision = precision.decide(mixed_precision, caps, flags)
+    policy = precision.policy_for_device(mixed_precision, caps, flags)
     asked = (mixed_precision if mixed_precision == precision.AUTO
              else str(bool(mixed_precision)).lower())
     record: Dict[str, Any] = {
         "policy": policy, "asked": f"train.mixed_precision={asked}", "reason": decision.reason,
         "device": ("cpu (no GPU visible)" if not caps else
                    "gpu compute capability " + ", ".join(f"{a}.{b}" for a, b in caps)),
-        "cpu_native_bf16": list(precision.native_bf16_flags())}
+        "cpu_native_bf16": list(precision.native_bf16_flags(flags))}
     if decision.warning:
         record["warning"] = decision.warning
     if policy == "mixed_float16":
