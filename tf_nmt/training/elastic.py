@@ -48,6 +48,7 @@ from tf_nmt.data.tokenizer import TokenizerPair
 from tf_nmt.errors import UsageError
 from tf_nmt.training import schedules
 from tf_nmt.training.data_position import DataPositions
+from tf_nmt.training.optimizers import create_slots
 from tf_nmt.training.trainer import (TrainResult, build_and_compile, load_tokenizer_for_training,
                                      train, validate_config)
 
@@ -90,11 +91,7 @@ def create_optimizer_weights(model: keras.Model) -> None:
     """Create the optimizer's ``iterations``, hyper-parameters and slots now (tf_keras legacy
     optimizers create them at the first step; Keras 3 builds them), so that state can be copied
     and broadcast."""
-    if KERAS3:
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
-        return
-    model.optimizer._create_all_weights(model.trainable_variables)  # noqa: SLF001 - no public API
+    create_slots(model.optimizer, model.trainable_variables)
 
 
 def optimizer_variables(model: keras.Model) -> List[Any]:

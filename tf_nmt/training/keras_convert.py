@@ -33,7 +33,7 @@ from tf_nmt.config import load_config
 from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, ShadowWeights
 from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model, keras_of
 from tf_nmt.training.checkpoints import RANK_DIR, list_checkpoints, make_manager, step_of
-from tf_nmt.training.optimizers import build_optimizer
+from tf_nmt.training.optimizers import build_optimizer, create_slots
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory, write_json_atomic
 
 SLOTS = {"adam": ("m", "v"), "sgd": ()}  # the optimizer state per trainable variable
@@ -56,10 +56,7 @@ def _build_optimizer(cfg: Any, model: keras.Model) -> Any:
     # a schedule, as the trainer passes (a float would add a learning-rate variable that the
     # checkpoint does not hold)
     optimizer = build_optimizer(cfg.train, keras.optimizers.schedules.ExponentialDecay(0.0, 1, 1.0))
-    if KERAS3:
-        optimizer.build(model.trainable_variables)
-    else:
-        optimizer._create_all_weights(model.trainable_variables)  # noqa: SLF001 - no public API
+    create_slots(optimizer, model.trainable_variables)
     return optimizer
 
 

@@ -17,3 +17,14 @@ def build_optimizer(cfg: TrainConfig, learning_rate) -> keras.optimizers.Optimiz
     if cfg.optimizer == "sgd":
         return optimizers.SGD(learning_rate, **kwargs)
     raise ConfigError(f"train.optimizer: unknown optimizer {cfg.optimizer!r}; use 'adam' or 'sgd'")
+
+
+def create_slots(optimizer: keras.optimizers.Optimizer, variables) -> None:
+    """Create ``optimizer``'s ``iterations`` and slots for ``variables`` now (tf_keras legacy
+    optimizers create them at the first step; Keras 3 builds them), so that state can be
+    restored, copied or broadcast before training."""
+    if KERAS3:
+        if not optimizer.built:
+            optimizer.build(variables)
+        return
+    optimizer._create_all_weights(variables)  # noqa: SLF001 - no public API
