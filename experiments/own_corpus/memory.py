@@ -122,7 +122,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "reused only when these match)")
     p.add_argument("--steps", type=int, default=30, help="training steps per run")
     p.add_argument("--rounds", type=int, default=2, help="alternating (small, large) rounds")
-    p.add_argument("--preset", default="quickstart")
+    p.add_argument("--preset", default="transformer-base")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="config override of every training run")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per training run")

@@ -192,7 +192,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--gzip", action="store_true", help="give prepare-data gzipped input files")
     p.add_argument("--prepare-arg", action="append", default=[], metavar="ARG",
                    help="an extra prepare-data argument (as own-corpus-prepare)")
-    p.add_argument("--preset", default="quickstart")
+    p.add_argument("--preset", default="transformer-base")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="config override (model, precision, data.*)")
     p.add_argument("--batch-tokens", type=int, default=4096)
