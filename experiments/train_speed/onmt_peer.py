@@ -1,14 +1,15 @@
 """The OpenNMT-tf peer of :mod:`.train_speed`: the same model, data, vocabulary and batch in
 OpenNMT-tf 2.32, run from its own virtualenv (``experiments/train_speed/install_opennmt.sh``).
 
-Matching (see ``../shared/STACK.md``): a 3+3-layer pre-norm Transformer, d_model 256, 4 heads,
-ffn 1024, dropout 0.1 on the residuals only, all embeddings shared with the output layer (with a
-bias); the corpus pre-split into our SentencePiece pieces (so both see the same tokens), its
+Matching (see ``../shared/STACK.md``): the preset's Transformer (the quickstart's: 3+3 layers,
+pre-norm, d_model 256, 4 heads, ffn 1024; transformer-base's: 6+6, post-norm, 512, 8, 2048),
+dropout on the residuals only, all embeddings shared with the output layer (with its bias or
+without, as ours: ``output_layer_bias``; pre- or post-norm: ``pre_norm``); the corpus pre-split into our SentencePiece pieces (so both see the same tokens), its
 vocabulary from ``onmt-build-vocab --from_format sentencepiece``; ``</s>`` appended to the source
 as ours does; Adam (0.9, 0.98, 1e-9), label smoothing 0.1, ``InvSqrtDecay`` with our peak and
 warm-up; 4,096-token batches. Its dev evaluation is off (it would run a beam search).
 The study's ``--set`` overrides reach the peer too (depths, widths, dropout, LR, warm-up, Adam);
-one it cannot mirror (post-norm, untied embeddings, another schedule, clipping) is refused.
+one it cannot mirror (untied embeddings, another schedule, clipping) is refused.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def model():
         num_layers=({encoder_layers}, {decoder_layers}), num_units={d_model}, num_heads={num_heads},
         ffn_inner_dim={ff_dim}, dropout={dropout}, attention_dropout={attention_dropout},
         ffn_dropout=0.0,
-        share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL, pre_norm=True,
-        output_layer_bias=True)
+        share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL, pre_norm={pre_norm},
+        output_layer_bias={output_bias})
 '''
 
 CONFIG = """data:
@@ -77,7 +78,7 @@ def mismatches(cfg: Config) -> List[str]:
     from tf_nmt.models import resolved_hparams
 
     h, t, found = resolved_hparams("transformer", cfg.model.hparams), cfg.train, []
-    fixed = {"norm": "pre", "output_bias": True, "tie_embeddings": True}
+    fixed = {"tie_embeddings": True}
     found += [f"model.{k}={h[k]!r} (the peer's is {v!r})" for k, v in fixed.items() if h[k] != v]
     if t.optimizer != "adam":
         found.append(f"train.optimizer={t.optimizer} (the peer's is adam)")
@@ -141,7 +142,8 @@ def model_file(cfg: Config) -> str:
     return MODEL_FILE.format(encoder_layers=h["num_encoder_layers"] or h["num_layers"],
                              decoder_layers=h["num_decoder_layers"] or h["num_layers"],
                              d_model=h["d_model"], num_heads=h["num_heads"], ff_dim=h["ff_dim"],
-                             dropout=h["dropout"], attention_dropout=h["attention_dropout"])
+                             dropout=h["dropout"], attention_dropout=h["attention_dropout"],
+                             pre_norm=h["norm"] == "pre", output_bias=bool(h["output_bias"]))
 
 
 def train_command(prepared: Path, model_dir: Path, venv: Path, bf16: bool, steps: int,

@@ -181,7 +181,12 @@ def test_the_peer_mirrors_the_study_overrides_or_refuses_them():
     assert onmt_peer.mismatches(cfg) == []
     text = onmt_peer.model_file(cfg)
     assert "num_layers=(2, 2)" in text and "attention_dropout=0.1" in text
-    assert "num_units=256" in text
+    assert "num_units=256" in text and "pre_norm=True" in text and "output_layer_bias=True" in text
+    base = study_config("transformer-base", [], 4096)      # post-norm: mirrored, not refused
+    assert onmt_peer.mismatches(base) == []
+    text = onmt_peer.model_file(base)
+    assert "num_layers=(6, 6)" in text and "num_units=512" in text and "pre_norm=False" in text
+    assert "ffn_inner_dim=2048" in text and "num_heads=8" in text
     untied = study_config("quickstart", ["model.tie_embeddings=false", "train.clip_norm=1.0"], 4096)
     assert [m.split("=")[0] for m in onmt_peer.mismatches(untied)] == ["model.tie_embeddings",
                                                                       "train.clip_norm"]
@@ -195,9 +200,10 @@ def test_peer_variants_with_overrides_it_cannot_mirror_are_refused(tmp_path, cap
     common = ["--onmt-venv", str(venv), "--variants", "fp32,onmt-fp32"]
     assert bench.parse_args(common + ["--set", "model.num_layers=2"]).variants == ["fp32", "onmt-fp32"]
     with pytest.raises(SystemExit):
-        bench.parse_args(common + ["--set", "model.norm=post"])
-    assert "cannot mirror model.norm='post'" in capsys.readouterr().err
-    assert bench.parse_args(["--variants", "fp32", "--set", "model.norm=post"]).variants == ["fp32"]
+        bench.parse_args(common + ["--set", "model.tie_embeddings=false"])
+    assert "cannot mirror model.tie_embeddings=False" in capsys.readouterr().err
+    assert bench.parse_args(["--variants", "fp32", "--set",
+                             "model.tie_embeddings=false"]).variants == ["fp32"]
 
 
 def test_prepare_writes_the_overridden_model_and_optimizer_for_the_peer(tmp_path):
@@ -223,6 +229,6 @@ def test_prepare_writes_the_overridden_model_and_optimizer_for_the_peer(tmp_path
         "1.0e-09", "5.0e-05", "0.002", "3.0", "1.0e+20"]
     pieces = (out / "vocab.txt").read_text().splitlines()
     assert pieces[0] == "<unk>" and "</s>" not in pieces and len(pieces) > 300
-    with pytest.raises(ValueError, match="cannot mirror model.output_bias=False"):
-        onmt_peer.prepare(data, "quickstart", tmp_path / "onmt2", venv, ["model.output_bias=false"])
+    with pytest.raises(ValueError, match="cannot mirror model.tie_embeddings=False"):
+        onmt_peer.prepare(data, "quickstart", tmp_path / "onmt2", venv, ["model.tie_embeddings=false"])
     assert not (tmp_path / "onmt2").exists()
