@@ -7,7 +7,8 @@ import pytest
 from tf_nmt.compat import keras, tf
 from tf_nmt.config import ConfigError
 from tf_nmt.models import kernels
-from tf_nmt.models.dropout import SeededDropout, make_dropout, resolve_dropout_kernel, use_kernel
+from tf_nmt.models.dropout import (CountedDropout, SeededDropout, make_dropout,
+                                   resolve_dropout_kernel, use_kernel)
 from tf_nmt.ops import dropout, ops_available
 from tf_nmt.ops import isa as simd
 from tf_nmt.ops.dropout import ISA_ENV, seeded_dropout
@@ -189,7 +190,8 @@ def test_kernel_choice():
     assert make_dropout(0.0) is None
     with use_kernel("fused"):
         assert type(make_dropout(0.1)) is SeededDropout
-    assert type(make_dropout(0.1)) is keras.layers.Dropout
+    tf_layer = make_dropout(0.1)     # Keras's dropout, whose seeds training counts (CountedDropout)
+    assert type(tf_layer) is CountedDropout and isinstance(tf_layer, keras.layers.Dropout)
     assert kernels.current("dropout") == "tf"
 
 

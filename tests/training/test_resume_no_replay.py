@@ -110,3 +110,24 @@ def test_an_elastic_rollback_starts_after_the_committed_steps_batch_from_memory(
     assert positions.start(4, DistContext(rank=0, size=2), lines.append) == StreamPosition()
     assert positions.start(4, DistContext(rank=1, size=3), lines.append) == StreamPosition()
     assert len(lines) == 2
+
+
+@pytest.mark.parametrize("kernel", ["fused", "tf"])
+def test_a_resumed_run_draws_the_dropout_masks_of_a_straight_run_bit_for_bit(en_fr, tmp_path,
+                                                                            kernel):
+    # With dropout on, the masks' seeds must continue from the checkpoint: a stateful random op
+    # restarts its stream in the resumed process and the runs part (loss off in the 4th digit).
+    sets = ["model.dropout=0.3", f"train.dropout_kernel={kernel}"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    whole = train(config(en_fr, *sets, "train.train_steps=12"), straight, log=lambda _m: None)
+    train(config(en_fr, *sets, "train.train_steps=8"), split, log=lambda _m: None)
+    assert int(tf.train.load_checkpoint(str(split / "checkpoints" / "ckpt-8")).get_tensor(
+        "dropout_draws/.ATTRIBUTES/VARIABLE_VALUE")) > 8        # every layer's mask, every step
+    second = train(config(en_fr, *sets, "train.train_steps=12"), split, log=lambda _m: None)
+    assert [h["loss"] for h in second.history] == [h["loss"] for h in whole.history
+                                                   if h["step"] > 8]
+    for x, y in zip(weights(straight), weights(split)):
+        np.testing.assert_array_equal(x, y)
+    undropped = train(config(en_fr, "model.dropout=0.0", "train.train_steps=12"),
+                      tmp_path / "none", log=lambda _m: None)
+    assert undropped.history[-1]["loss"] != whole.history[-1]["loss"]   # dropout was on

@@ -30,6 +30,7 @@ import numpy as np
 
 from tf_nmt.compat import ENV_VAR, KERAS3, KERAS_VERSION, keras, tf, variable_name
 from tf_nmt.config import load_config
+from tf_nmt.models.dropout import CHECKPOINT_KEY as DROPOUT_KEY, DropoutSeeds
 from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, ShadowWeights
 from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model, keras_of
 from tf_nmt.training.checkpoints import RANK_DIR, list_checkpoints, make_manager, step_of
@@ -39,7 +40,8 @@ from tf_nmt.utils.io import replace_directory_atomically, staging_directory, wri
 SLOTS = {"adam": ("m", "v"), "sgd": ()}  # the optimizer state per trainable variable
 # Checkpoint keys a resumable single-process run may hold: anything else is state that only the
 # trainer of the run's own version knows how to rebuild.
-PLAIN_KEYS = ("model", "optimizer", EMA_KEY, "save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH")
+PLAIN_KEYS = ("model", "optimizer", EMA_KEY, DROPOUT_KEY, "save_counter",
+              "_CHECKPOINTABLE_OBJECT_GRAPH")
 
 
 def _slot_variables(optimizer: Any, model: keras.Model, kind: str) -> Dict[str, List[Any]]:
@@ -142,6 +144,9 @@ def write_checkpoint(run: RunDir, cfg: Any, prefix: str, dumped: Dict[str, Any],
         for var, key in zip(shadow.shadow, shadow_keys):
             var.assign(reader.get_tensor(key))
         state[EMA_KEY] = shadow
+    seeds = DropoutSeeds(cfg.train.seed)   # the dropout masks drawn so far: the same on both
+    if seeds.restore(prefix):
+        state[DROPOUT_KEY] = seeds.draws
     manager = make_manager(tf.train.Checkpoint(**state), directory, keep)
     manager.save(checkpoint_number=step_of(prefix))
 

@@ -28,7 +28,7 @@ from tf_nmt.data.tokenizer import Tokenizers, TokenizerPair
 from tf_nmt.data.data_dir import ensure_vocab, load_split, prepared_vocab, vocab_path
 from tf_nmt.data.weighting import load_train_pairs
 from tf_nmt import modes
-from tf_nmt.models import check_model_config
+from tf_nmt.models import check_model_config, dropout
 from tf_nmt.models.activation_quant import ActivationQuantization, from_train_config
 from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, WeightAverager, checkpoint_has_ema
 from tf_nmt.models.kernels import use_kernels
@@ -375,6 +375,13 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     if positions is not None:
         positions.restore(restored if resuming else None)
         setattr(checkpoint, POSITION_KEY, positions.record)
+    # The dropout masks' seeds continue from the restored count (after the restore, as the data
+    # positions: a checkpoint written before the count was kept has none and starts from 0).
+    seeds = dropout.DropoutSeeds(cfg.train.seed)
+    if not seeds.restore(restored if resuming else None) and resuming:
+        chief_log(f"{restored} holds no dropout count (written by an older tf-nmt): the resumed "
+                  "run draws other dropout masks than an uninterrupted one would have")
+    setattr(checkpoint, dropout.CHECKPOINT_KEY, seeds.draws)
     resumed_from = int(model.optimizer.iterations.numpy())
     if parent is not None:  # a fresh run initialised from a parent model (never on resume)
         transfer.initialize_run(model, parent, log=chief_log,
@@ -459,9 +466,10 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
     # Keras runs several steps per call only over data of known size: count the dev batches.
     dev_steps = (int(dev_ds.reduce(0, lambda count, _batch: count + 1))
                  if t.steps_per_execution > 1 else None)
-    history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs, shuffle=False,
-                        initial_epoch=resumed_from // cycle, validation_data=dev_ds,
-                        validation_steps=dev_steps, callbacks=callbacks, verbose=0)
+    with dropout.seeded_by(seeds):
+        history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs, shuffle=False,
+                            initial_epoch=resumed_from // cycle, validation_data=dev_ds,
+                            validation_steps=dev_steps, callbacks=callbacks, verbose=0)
     if guard.error is not None:
         raise guard.error
     val_loss = [float(v) for v in history.history.get("val_loss", [])]
