@@ -43,6 +43,7 @@ STUDIES: Dict[str, str] = {
     "own-corpus-pipeline": "experiments.own_corpus.pipeline",
     "own-corpus-resume": "experiments.own_corpus.resume",
     "own-corpus-stats": "experiments.own_corpus.corpus_stats",
+    "wmt14-recipe": "experiments.wmt14_recipe.recipe",
     "second-pair": "experiments.second_pair.study",
     "plan-validate": "experiments.planning.validate",
 }
