@@ -2,10 +2,12 @@
 languages."""
 import pytest
 
+from tf_nmt.compat import KERAS_VERSION
 from tf_nmt.run_dir import RunDir, RunDirError, check_resume
 
+# "keras": this process's Keras, as run_meta records it (a run of the other Keras is refused first)
 META = {"vocab_fingerprint": "abc", "vocab_size": 320, "model_kind": "transformer",
-        "model_hparams": {"d_model": 16}, "world_size": 2}
+        "model_hparams": {"d_model": 16}, "world_size": 2, "keras": KERAS_VERSION}
 
 
 def saved_run(tmp_path, **changes):
@@ -60,7 +62,7 @@ def test_a_corrupt_checkpoint_is_a_run_dir_error(tmp_path):
     from tf_nmt.config import Config
     from tf_nmt.data.tokenizer import SubwordTokenizer, train_sentencepiece
     from tf_nmt.compat import tf
-    from tf_nmt.run_dir import build_initialised_model, load_trained_model
+    from tf_nmt.run_dir import build_initialised_model, load_trained_model, run_meta
 
     cfg = Config()
     cfg.model.hparams = {"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32}
@@ -69,6 +71,7 @@ def test_a_corrupt_checkpoint_is_a_run_dir_error(tmp_path):
     run.root.mkdir()
     cfg.save(run.config_path)
     tokenizer.save(run.vocab_path)
+    run.write_meta(run_meta(cfg, tokenizer, 1))  # as the trainer writes it: this process's Keras
     model = build_initialised_model("transformer", tokenizer.vocab_size, cfg.model.hparams)
     prefix = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run.checkpoints), 1).save()
     assert load_trained_model(run.root)[0] is not None

@@ -3,7 +3,7 @@ Horovod allgathers or allreduces it, see python -m experiments accumulation)."""
 import numpy as np
 
 from tests.models.helpers import VOCAB, batch, labels
-from tf_nmt.compat import tf
+from tf_nmt.compat import tf, variable_name
 from tf_nmt.models import build_model
 from tf_nmt.models.losses import label_smoothed_nll
 
@@ -16,19 +16,22 @@ def grads(tie: bool):
     x = batch()
     with tf.GradientTape() as tape:
         loss, _ = label_smoothed_nll(labels(), model(x, training=True), 0.1)
-    return model, dict(zip([v.name for v in model.trainable_variables],
+    # keyed by compat.variable_name: Keras 3 prefixes the layer (shared_embedding/embeddings)
+    return model, dict(zip([variable_name(v) for v in model.trainable_variables],
                            tape.gradient(loss, model.trainable_variables)))
 
 
 def test_tied_embedding_gradient_is_dense():
     model, g = grads(tie=True)
-    assert [n for n in g if "embeddings" in n] == ["embeddings:0"]
-    assert isinstance(g["embeddings:0"], tf.Tensor)  # lookups + projection summed densely
+    table = variable_name(model.embedding.embeddings)
+    assert [n for n in g if "embeddings" in n] == [table]
+    assert isinstance(g[table], tf.Tensor)  # lookups + projection summed densely
 
 
 def test_untied_embedding_gradient_is_the_lookups_indexed_slices():
     model, g = grads(tie=False)
-    emb, out = g["embeddings:0"], g["output_embeddings:0"]
+    emb = g[variable_name(model.embedding.embeddings)]
+    out = g[variable_name(model.embedding.output_embeddings)]
     assert isinstance(emb, tf.IndexedSlices) and isinstance(out, tf.Tensor)
     x = batch()
     looked_up = int(tf.size(x["source"])) + int(tf.size(x["target_in"]))  # padded ids included
