@@ -65,7 +65,7 @@ SUBSTITUTIONS = {
     "downloads": "wget/tar and sacrebleu --echo are replaced by the generated corpus and "
                  "generated dev/test sets, written under the page's file names",
     "/shared/": "the work directory",
-    "/opt/tf-nmt/.venv/bin/tf-nmt, tf-nmt": "this environment's tf-nmt",
+    "/opt/tf-nmt/.venv/bin/tf-nmt, tf-nmt, horovodrun, sacrebleu": "this environment's",
     "horovodrun -np 64 --hostfile hosts.txt": "horovodrun -np NP (this machine)",
     "train.train_steps, train.warmup_steps": "reduced (--steps, --warmup)",
     "added to train": "train.steps_per_cycle and train.log_every (checkpoints to average)",
@@ -148,22 +148,29 @@ def _set_value(argv: List[str], key: str, value: Any) -> None:
     raise UserError(f"{DOC.name}: the recipe's train command has no --set {key}=...")
 
 
+def _venv_tool(name: str) -> str:
+    """This environment's ``name`` script (``horovodrun``, ``tf-nmt``, ``sacrebleu``)."""
+    path = Path(sys.executable).parent / name
+    return str(path) if path.is_file() else name
+
+
 def adapt(cmd: DocCommand, work: Path, args: argparse.Namespace) -> List[str]:
     """The page's command as it runs here (:data:`SUBSTITUTIONS`); ``[]`` for a download."""
     if cmd.kind == "fetch":
         return []
-    tf_nmt = str(Path(sys.executable).parent / "tf-nmt")
+    tf_nmt = _venv_tool("tf-nmt")
     argv = [str(work) + "/" + w[len("/shared/"):] if w.startswith("/shared/") else w
             for w in cmd.argv]
     argv = [tf_nmt if w in ("tf-nmt", "/opt/tf-nmt/.venv/bin/tf-nmt") else w for w in argv]
     if cmd.kind == "score":
-        return [str(Path(sys.executable).parent / "sacrebleu"), args.test_ref, "-i", cmd.stdin,
+        return [_venv_tool("sacrebleu"), args.test_ref, "-i", cmd.stdin,
                 "-b"]
     if cmd.kind == "horovodrun":
         if "--hostfile" in argv:
             i = argv.index("--hostfile")
             del argv[i:i + 2]
         argv[argv.index("-np") + 1] = str(args.np)
+        argv[0] = _venv_tool("horovodrun")
         _set_value(argv, "train.train_steps", args.steps)
         _set_value(argv, "train.warmup_steps", args.warmup)
         argv += common.set_args([f"train.steps_per_cycle={args.cycle}",
@@ -287,13 +294,13 @@ def big_presets(work: Path, args: argparse.Namespace) -> Dict[str, Any]:
         raise UserError(f"{data}: {shards} shards divide among {args.np} ranks; "
                         "--odd-data-dir should have a shard count they do not divide")
     out: Dict[str, Any] = {"data_dir": str(data), "shards": shards, "ranks": args.np}
-    tf_nmt = str(Path(sys.executable).parent / "tf-nmt")
+    tf_nmt = _venv_tool("tf-nmt")
     for preset in BIG_PRESETS:
         run_dir = work / "runs" / preset
         shutil.rmtree(run_dir, ignore_errors=True)
         sets = [f"train.train_steps={args.big_steps}", f"train.steps_per_cycle={args.big_steps}",
                 "train.log_every=1", *args.set]
-        argv = ["horovodrun", "-np", str(args.np), tf_nmt, "train", "--data-dir", str(data),
+        argv = [_venv_tool("horovodrun"), "-np", str(args.np), tf_nmt, "train", "--data-dir", str(data),
                 "--run-dir", str(run_dir), "--preset", preset, *common.set_args(sets)]
         result = _run(argv, work, work / "logs" / f"train-{preset}.log")
         progress = _progress(run_dir)
@@ -362,7 +369,7 @@ def export_and_serve(commands: Sequence[DocCommand], work: Path,
     run_dir, ckpt = argv[argv.index("--run-dir") + 1], argv[argv.index("--checkpoint") + 1]
     source, hyp = work / _option(argv, "--input")[0], work / _option(argv, "--output")[0]
     export_dir = Path(run_dir) / "export"
-    tf_nmt = str(Path(sys.executable).parent / "tf-nmt")
+    tf_nmt = _venv_tool("tf-nmt")
     exported = _run([tf_nmt, "export", "--run-dir", run_dir, "--checkpoint", ckpt,
                      "--export-dir", str(export_dir), "--overwrite"], work,
                     work / "logs" / "export.log")
@@ -433,9 +440,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--cycle", type=int, default=32, help="train.steps_per_cycle (added)")
     p.add_argument("--log-every", type=int, default=8, help="train.log_every (added)")
     p.add_argument("--serve-lines", type=int, default=20, help="test lines served by the export")
-    p.add_argument("--odd-data-dir", default="runs/own_corpus/data-4500000",
+    p.add_argument("--odd-data-dir", default="runs/own_corpus/data-450000",
                    help="a prepared corpus with a shard count the ranks do not divide, for the "
-                        "big presets (own-corpus-prepare's)")
+                        "big presets (own-corpus-memory's 0.45M corpus: 23 shards)")
     p.add_argument("--big-steps", type=int, default=4, help="steps of each big preset")
     p.add_argument("--skip-big", action="store_true", help="do not train the big presets")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",

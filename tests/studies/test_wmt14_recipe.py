@@ -46,7 +46,8 @@ def test_the_commands_run_are_the_pages_but_for_the_declared_substitutions(tmp_p
             assert r == d or (d.startswith("/shared/") and r == f"{tmp_path}/{d[8:]}") or (
                 d.endswith("tf-nmt") and r == tf_nmt), (kind, d, r)
     train = recipe.adapt(commands["horovodrun"], tmp_path, args)
-    assert train[:3] == ["horovodrun", "-np", "2"] and "--hostfile" not in train
+    assert train[0].endswith("horovodrun") and train[1:3] == ["-np", "2"]
+    assert "--hostfile" not in train
     assert train[3] == tf_nmt and "transformer-base" in train
     sets = [train[i + 1] for i, w in enumerate(train) if w == "--set"]
     assert "train.train_steps=120" in sets and "train.warmup_steps=50" in sets
