@@ -49,10 +49,16 @@ def variable_name(variable) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
+def tf_variable(variable) -> "tf.Variable":
+    """The ``tf.Variable`` behind a model variable: Keras 2's is one, Keras 3's holds one
+    (``.value``), which is what a traced graph captures."""
+    return variable if isinstance(variable, tf.Variable) else variable.value
+
+
 def all_layers(model) -> list:
     """``model`` and every layer inside it, recursively (Keras 3 has no ``submodules``)."""
     return list(model._flatten_layers(include_self=True, recursive=True))  # noqa: SLF001
 
 
 __all__ = ["tf", "keras", "KERAS3", "KERAS_VERSION", "ENV_VAR", "keras_name", "variable_name",
-           "all_layers"]
+           "tf_variable", "all_layers"]

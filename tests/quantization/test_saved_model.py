@@ -72,3 +72,17 @@ def test_every_variable_is_reached_through_a_layer_attribute(packed):
     for var, group in zip(model.weights, slots):
         assert all(getattr(layer, attr) is var for layer, attr in group)
     np.testing.assert_array_equal(model.weights[0].numpy(), packed.entries[0].dequantize(packed.policy))
+
+
+def test_a_float32_variable_left_in_the_serving_graph_is_refused(packed, tmp_path, monkeypatch):
+    """The guard sees the model's own variables in the traced graph on both Keras versions
+    (Keras 3's variables are captured through the ``tf.Variable`` they hold)."""
+    import contextlib
+
+    from tf_nmt.export import packed_saved_model
+
+    model, tokenizer, _ = model_from_packed(packed)
+    monkeypatch.setattr(packed_saved_model, "swapped", lambda *_a: contextlib.nullcontext())
+    with pytest.raises(RuntimeError, match="still reads float32 model variables"):
+        export_packed_saved_model(model, tokenizer, packed, tmp_path / "q4", beam_size=1)
+    assert not (tmp_path / "q4").exists()

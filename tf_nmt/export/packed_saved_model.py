@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import all_layers, keras, tf, tf_variable, variable_name
 from tf_nmt.data.tokenizer import Tokenizers
 from tf_nmt.inference.serving_graph import translate_graph
 from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
@@ -35,14 +35,16 @@ Slot = Tuple[object, str]
 
 
 def variable_slots(model: keras.Model) -> List[List[Slot]]:
-    """For each of ``model.weights``, the (layer, attribute) pairs that hold it."""
-    index = {id(w): i for i, w in enumerate(model.weights)}
-    slots: List[List[Slot]] = [[] for _ in model.weights]
-    for layer in model._flatten_layers(include_self=True, recursive=True):  # noqa: SLF001
+    """For each of ``model.weights``, the (layer, attribute) pairs that hold it (matched by
+    identity: Keras 3's variables are no ``tf.Variable``, and its Dense keeps ``_kernel``)."""
+    weights = model.weights  # alive while indexed, so an id is one of them
+    index = {id(w): i for i, w in enumerate(weights)}
+    slots: List[List[Slot]] = [[] for _ in weights]
+    for layer in all_layers(model):
         for attr, value in vars(layer).items():
-            if id(value) in index and isinstance(value, tf.Variable):
+            if id(value) in index:
                 slots[index[id(value)]].append((layer, attr))
-    missing = [model.weights[i].name for i, s in enumerate(slots) if not s]
+    missing = [variable_name(weights[i]) for i, s in enumerate(slots) if not s]
     if missing:
         raise ValueError(f"cannot find the layer attributes holding {missing}")
     return slots
@@ -87,7 +89,7 @@ class PackedTranslator(tf.Module):
         self.kept = tf.Variable(np.concatenate([e.values.ravel() for e in kept] or [np.zeros(0)])
                                 .astype(np.float32), trainable=False, name="kept")
         slots = variable_slots(model)
-        model_vars = {v.ref() for v in model.weights}
+        model_vars = {tf_variable(v).ref() for v in model.weights}
 
         def weights() -> List[tf.Tensor]:
             parts = {"packed": [], "kept": []}
