@@ -3,14 +3,14 @@ peak RSS of training on 4.5M pairs at most 1.10x that on 0.45M pairs).
 
 Both corpora come from the same synthetic generator and seed, the 0.45M one being the first
 450,000 pairs of the 4.5M one (:mod:`.make_synthetic`), prepared by ``tf-nmt prepare-data`` with
-the same vocabulary (the 0.5M one with ``--spm-model`` of the 5M one's), so the runs differ only
+the same vocabulary (the 0.45M one with ``--spm-model`` of the 4.5M one's), so the runs differ only
 in the corpus size. Each run is a fresh ``tf-nmt train`` process of ``--steps`` steps (same
 preset, batch and shuffle buffer), its process tree's RSS polled every 0.2 s; runs alternate
-(0.5M, 5M, 0.5M, 5M, ...) so that a drift of the host falls on both. Reported: each run's peak
-RSS and wall time, and the median over rounds of the 5M / 0.5M ratio of the peaks.
+(0.45M, 4.5M, 0.45M, 4.5M, ...) so that a drift of the host falls on both. Reported: each run's peak
+RSS and wall time, and the median over rounds of the 4.5M / 0.45M ratio of the peaks.
 
 The prepared data dirs are reused from the work dir when their stamp matches (e.g. after
-``own-corpus-prepare``); otherwise they are made first (about 15 minutes for 5M pairs).
+``own-corpus-prepare``); otherwise they are made first (about 5 minutes for 4.5M pairs).
 
     python -m experiments own-corpus-memory                  # 2 rounds of 30 steps on each corpus
     python -m experiments own-corpus-memory --tiny           # 20k / 5k pairs, 3 steps, 1 round
@@ -77,7 +77,7 @@ def measure(args: argparse.Namespace) -> Dict[str, Any]:
                   f"{result['peak_rss_mb']:,.0f} MB, {result['wall_s']:.1f} s", flush=True)
             shutil.rmtree(run_dir)
     manifests = {label: corpora.read_manifest(corpora.data_dir(work, n)) for label, n in sizes.items()}
-    return {"what": "peak RSS of tf-nmt train on a 0.5M and a 5M-pair prepared corpus, "
+    return {"what": "peak RSS of tf-nmt train on a 0.45M and a 4.5M-pair prepared corpus, "
                     "alternating fresh processes",
             "command": common.command_line("own-corpus-memory", args.argv),
             "machine": machine.describe(load=True, load_before=load_before),

@@ -1,7 +1,7 @@
 """``own-corpus-pipeline``: the streaming input pipeline keeps ahead of training (issue 44;
 target: it delivers at least 5x the target tokens/s that the training step consumes).
 
-Both rates are measured in one process, on the same prepared corpus (by default the 5M-pair
+Both rates are measured in one process, on the same prepared corpus (by default the 4.5M-pair
 one of ``own-corpus-prepare``), the same batch plan and the same model:
 
 - **pipeline**: the batches of :func:`tf_nmt.data.streaming.rank_stream` over the
