@@ -1,5 +1,8 @@
 """``tf-nmt train-async`` end to end on the toy corpus (a real local parameter-server cluster,
-in a child process): updates = pushes / k, the run directory loads like any other run."""
+in a child process): updates = pushes / k, the run directory loads like any other run.
+
+train-async runs on Keras 2 only: its child processes run on Keras 2 whatever this process
+uses, and in a Keras 3 process it is refused (tests/test_keras3_models.py checks the CLI)."""
 import json
 import os
 import subprocess
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import write_toy_data_dir
+from tf_nmt.compat import ENV_VAR, KERAS3
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +23,8 @@ TINY = ["model.num_layers=1", "model.d_model=32", "model.num_heads=2", "model.ff
 
 
 def tf_nmt(*args, log_level: str = "3"):
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL=log_level)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL=log_level,
+               **{ENV_VAR: "2"})  # train-async and its runs are Keras 2's
     return subprocess.run([sys.executable, "-m", "tf_nmt", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=400)
 
@@ -52,6 +57,12 @@ def test_unsupported_settings_are_refused_before_anything_is_written(tmp_path):
     from tf_nmt.training.async_trainer import train_nmt_async
 
     data = write_toy_data_dir(tmp_path / "data")
+    if KERAS3:  # refused before any of its own checks, whatever the settings
+        with pytest.raises(ConfigError, match="train-async runs on Keras 2 only"):
+            train_nmt_async(load_config(None, TINY + [f"data.data_dir={data}"]), tmp_path / "run",
+                            workers=2)
+        assert not (tmp_path / "run").exists()
+        return
     for bad in ("train.optimizer=sgd", "train.mixed_precision=true",
                 "train.comm=graddrop", "train.quantize_bits=4", "train.init_from=runs/parent",
                 "train.schedule_implementation=op", "train.backward_passes_per_step=2",

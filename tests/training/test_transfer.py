@@ -6,7 +6,7 @@ import pytest
 import sentencepiece as spm
 
 from tests.helpers import toy_pairs, write_toy_data_dir
-from tf_nmt.compat import keras, tf
+from tf_nmt.compat import KERAS_VERSION, keras, tf
 from tf_nmt.config import load_config
 from tf_nmt.data.tokenizer import train_sentencepiece
 from tf_nmt.models import build_model
@@ -128,6 +128,7 @@ def _fake_parent_run(root, proto, kind, hparams, seed=1):
     cfg = load_config(None, [f"model.kind={kind}"] + [f"model.{k}={v}" for k, v in hparams.items()])
     cfg.save(run.config_path)
     run.vocab_path.write_bytes(proto)
+    run.write_meta({"model_kind": kind, "keras": KERAS_VERSION})  # trained on this process's Keras
     model = built(kind, spm.SentencePieceProcessor(model_proto=proto).get_piece_size(), seed, **hparams)
     prefix = make_manager(tf.train.Checkpoint(model=model), run.checkpoints, 1).save(checkpoint_number=7)
     return model, prefix
