@@ -301,8 +301,8 @@ def load_run(run_dir: Path, checkpoint: Optional[str] = None, weights: Optional[
     if not run.config_path.is_file():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no config.yaml)")
     cfg = load_config(run.config_path)
+    vocab = run.vocabularies()  # a half-written run dir is named so before any Keras mismatch
     check_keras(run)
-    vocab = run.vocabularies()
     model = build_initialised_model(cfg.model.kind, vocab.target.vocab_size, cfg.model.hparams,
                                     activation_quantization=from_train_config(cfg.train),
                                     source_vocab_size=vocab.source_vocab_size)
