@@ -5,7 +5,10 @@ This pytest process builds tf-nmt's models on Keras 2 (the default, fixed once p
 (tests/keras3/models_worker.py, which imports ``keras`` before tf_nmt as a user's script does)
 that writes its findings to JSON; each test checks one of them. The SavedModels the child
 exports are loaded here with plain ``tf.saved_model.load``. Keras 2's side of the refusals (a
-Keras 3 run evaluated here, ``--keras 3`` in this process) runs in this process.
+Keras 3 run evaluated on Keras 2, ``--keras`` naming the other version) runs in this process.
+
+Under ``TF_NMT_KERAS=3`` (the suite run on Keras 3) the Keras 2 run is trained, and the Keras 3
+run evaluated, in a Keras 2 child instead, and ``--keras 2`` is the refused flag.
 
 The restore test catches the Keras 3 list-tracking bug: without ``Seq2SeqModel.__setattr__``
 (tf_nmt/models/base.py) the layers in ``encoder_layers``/``decoder_layers`` are not restored by
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.slow  # trains tiny models in a child process (~1-2 min
 from tests.data.own_corpus_fixture import write_own_corpus  # noqa: E402
 from tests.training.test_own_corpus import config  # noqa: E402
 from tf_nmt import cli  # noqa: E402
-from tf_nmt.compat import ENV_VAR, KERAS_VERSION, tf  # noqa: E402
+from tf_nmt.compat import ENV_VAR, KERAS3, KERAS_VERSION, tf  # noqa: E402
 from tf_nmt.errors import UserError  # noqa: E402
 from tf_nmt.training.trainer import train  # noqa: E402
 
@@ -40,15 +43,33 @@ def keras3_env() -> dict:
     return env
 
 
+KERAS2_TRAIN = ("import sys; from tests.training.test_own_corpus import config; "
+                "from tf_nmt.training.trainer import train; "
+                "train(config(sys.argv[1], 'train.train_steps=2', 'train.steps_per_cycle=2'), "
+                "sys.argv[2], log=lambda _m: None)")
+
+
+def keras2_child(argv, code=None):
+    """``python -m tf_nmt ARGV`` (or ``-c CODE ARGV``) in a Keras 2 child: (rc, stderr lines)."""
+    env = dict(keras3_env(), **{ENV_VAR: "2", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    head = ["-c", code] if code else ["-m", "tf_nmt"]
+    proc = subprocess.run([sys.executable, *head, *map(str, argv)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stderr.splitlines()
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """(the child's results, the Keras 3 output dir, the Keras 2 run)."""
-    assert KERAS_VERSION == 2, "the pytest process is expected to build Keras 2 models"
     root = tmp_path_factory.mktemp("keras3-models")
     data = write_own_corpus(root / "data", num_shards=2)
     keras2_run = root / "keras2-run"
-    train(config(data, "train.train_steps=2", "train.steps_per_cycle=2"), keras2_run,
-          log=lambda _m: None)
+    if KERAS3:
+        rc, err = keras2_child([data, keras2_run], code=KERAS2_TRAIN)
+        assert rc == 0, err[-30:]
+    else:
+        train(config(data, "train.train_steps=2", "train.steps_per_cycle=2"), keras2_run,
+              log=lambda _m: None)
     out = root / "out"
     out.mkdir()
     proc = subprocess.run([sys.executable, str(WORKER), "--out", str(out), "--data", str(data),
@@ -177,19 +198,23 @@ def test_keras2_refuses_a_keras3_run(runs):
     _res, out, _k2 = runs
     run = out / "straight"
     before = sorted((str(p), p.stat().st_mtime_ns) for p in run.rglob("*"))
-    rc, err = run_cli(["evaluate", "--run-dir", str(run), "--split", "dev",
-                       "--output-json", str(out / "k3-eval-under-k2.json")])
+    argv = ["evaluate", "--run-dir", str(run), "--split", "dev",
+            "--output-json", str(out / "k3-eval-under-k2.json")]
+    rc, err = keras2_child(argv) if KERAS3 else run_cli(argv)
     assert rc == 2
     assert "was trained with Keras 3 but this process uses Keras 2" in one_line_error(err)
     assert sorted((str(p), p.stat().st_mtime_ns) for p in run.rglob("*")) == before
     assert not (out / "k3-eval-under-k2.json").exists()
 
 
-def test_keras3_flag_in_a_keras2_process_is_refused(tmp_path, monkeypatch):
+def test_the_other_keras_flag_in_this_process_is_refused(tmp_path, monkeypatch):
+    """``--keras 3`` in this Keras 2 process (``--keras 2`` when the suite runs on Keras 3)."""
+    mine, other = str(KERAS_VERSION), "2" if KERAS3 else "3"
     monkeypatch.delenv(ENV_VAR, raising=False)
-    with pytest.raises(UserError, match="already uses Keras 2"):
-        cli.choose_keras("3")
-    rc, err = run_cli(["--keras", "3", "evaluate", "--run-dir", str(tmp_path / "run")])
-    assert rc == 2 and "--keras 3: this process already uses Keras 2" in one_line_error(err)
+    with pytest.raises(UserError, match=f"already uses Keras {mine}"):
+        cli.choose_keras(other)
+    rc, err = run_cli(["--keras", other, "evaluate", "--run-dir", str(tmp_path / "run")])
+    assert rc == 2
+    assert f"--keras {other}: this process already uses Keras {mine}" in one_line_error(err)
     assert ENV_VAR not in os.environ and not (tmp_path / "run").exists()
-    cli.choose_keras("2")  # the version it has: accepted
+    cli.choose_keras(mine)  # the version it has: accepted
