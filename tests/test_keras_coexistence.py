@@ -65,8 +65,9 @@ TF_NMT_FIRST = textwrap.dedent("""
 
 
 def run_child(code: str, *args: str) -> dict:
-    """Run ``code`` in a fresh interpreter without TF_USE_LEGACY_KERAS; its RESULT line."""
-    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    """Run ``code`` in a fresh interpreter without TF_USE_LEGACY_KERAS and TF_NMT_KERAS (a user's
+    default process, also when the suite runs under TF_NMT_KERAS=3); its RESULT line."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_NMT_KERAS")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
