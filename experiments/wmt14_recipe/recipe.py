@@ -317,6 +317,12 @@ def _bleu(stdout: str) -> float:
     return float(stdout.strip().split()[-1])
 
 
+def _save_partial(result: Dict[str, Any], args: argparse.Namespace) -> None:
+    """The results so far, marked incomplete, so that a run stopped midway (an hour on 2 cores)
+    leaves what it measured; the finished run replaces the file."""
+    common.write_result(Path(args.out), {**result, "complete": False}, overwrite=True)
+
+
 def run(args: argparse.Namespace) -> Dict[str, Any]:
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -353,7 +359,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             if cmd.kind == "tf-nmt evaluate":
                 entry["scores"] = json.loads((work / "evaluate.json").read_text())
         result["steps"].append(entry)
+        _save_partial(result, args)
     result["export"] = export_and_serve(commands, work, args)
+    _save_partial(result, args)
     if not args.skip_big:
         result["big_presets"] = big_presets(work, args)
     result["checks"] = checks(result)
@@ -482,8 +490,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     common.refuse_existing([Path(args.out)], args.overwrite)
     start = time.perf_counter()
     result = run(args)
+    result["complete"] = True
     result["wall_s"] = round(time.perf_counter() - start, 1)
     print("\n" + format_table(result))
-    common.write_result(Path(args.out), result, overwrite=args.overwrite)
+    common.write_result(Path(args.out), result, overwrite=True)   # refused at the start if it was there
     print(f"wrote {args.out}")
     return 0 if result["checks"]["all"] else 1

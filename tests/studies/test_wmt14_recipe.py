@@ -78,6 +78,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
+    assert result["complete"] is True
     assert result["checks"] == {"loss_fell": True, "resumed": True, "resume_bit_exact": True,
                                 "export_serves_the_run": True, "all": True}
     train = next(s for s in result["steps"] if s["kind"] == "horovodrun")
