@@ -263,18 +263,23 @@ def train_kill_resume(argv: List[str], work: Path, args: argparse.Namespace) -> 
     total = args.steps
     resume_at = 2 * args.cycle
     kill_step = resume_at + 2 * args.log_every
-    if kill_step >= total:
-        raise UserError(f"--steps {total} leaves no room to kill after the 2nd checkpoint "
-                        f"(step {resume_at}) and {2 * args.log_every} more steps")
+    if kill_step >= min(total, resume_at + args.cycle):
+        raise UserError(f"--steps {total}, --cycle {args.cycle}, --log-every {args.log_every}: "
+                        f"the kill {2 * args.log_every} steps after the checkpoint at step "
+                        f"{resume_at} must come before the next checkpoint and the end")
     killed = _run(argv, work, work / "logs" / "train-killed.log",
                   kill_when=f"step {kill_step:>6}/{total}")
     before = {e["step"]: e["loss"] for e in _progress(run_dir)}
     resumed = _run(argv, work, work / "logs" / "train-resumed.log")
     after = _progress(run_dir)
-    compared = {s: (before[s], a["loss"]) for a in after for s in [a["step"]]
-                if resume_at < s <= kill_step and s in before}
     log_text = (work / "logs" / "train-resumed.log").read_text(errors="replace")
-    return {"killed": killed, "resumed": resumed, "resumed_from_log": f"step {resume_at}" in log_text,
+    found = re.search(r"resuming from step (\d+)", log_text)
+    resumed_step = int(found.group(1)) if found else None
+    # Only steps the resumed run trained again count (its progress log keeps those before).
+    compared = {s: (before[s], a["loss"]) for a in after for s in [a["step"]]
+                if resumed_step is not None and resumed_step < s <= kill_step and s in before}
+    return {"killed": killed, "resumed": resumed, "resumed_from": resumed_step,
+            "resumed_from_log": resumed_step == resume_at,
             "resume_step": resume_at, "kill_step": kill_step,
             "losses_after_resume": {str(s): {"killed_run": a, "resumed_run": b}
                                     for s, (a, b) in compared.items()},
@@ -456,7 +461,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="config override added to every training command")
     p.add_argument("--tiny", action="store_true",
-                   help="20,000 pairs, a 1,000-piece vocabulary, a tiny model, 24 steps, no big "
+                   help="20,000 pairs, a 1,000-piece vocabulary, a tiny model, 40 steps, no big "
                         "presets, in a temp dir: a check of the code")
     p.add_argument("--out", default=None)
     p.add_argument("--overwrite", action="store_true")
@@ -464,7 +469,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args.argv = list(argv) if argv is not None else None
     args.vocab_size = 32000
     if args.tiny:
-        tiny = {"pairs": 20_000, "dev": 200, "test": 40, "steps": 24, "warmup": 10, "cycle": 4,
+        tiny = {"pairs": 20_000, "dev": 200, "test": 40, "steps": 40, "warmup": 10, "cycle": 8,
                 "log_every": 2, "serve_lines": 5}
         for key, value in tiny.items():
             if getattr(args, key) == p.get_default(key):
