@@ -49,15 +49,16 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from experiments.lib import common
 from experiments.own_corpus import make_synthetic
+from experiments.own_corpus.corpora import apply_tiny
 from experiments.own_corpus.measure import check_ok, run_measured
 from tf_nmt.errors import UserError
+from tf_nmt.training.callbacks import PROGRESS_LOG, read_progress_log
 
 DOC = common.ROOT / "docs" / "own-data.md"
 SECTION = "## Recipe: WMT14 English-German"
 # Published sizes (sentence pairs) of the WMT14 en-de training corpora, in the page's order:
 # Europarl v7 1,920,209; Common Crawl 2,399,123; News Commentary v9 201,288 (the WMT14 task page).
 PUBLISHED_PAIRS = (1_920_209, 2_399_123, 201_288)
-TINY_MODEL = ("model.num_layers=1", "model.d_model=64", "model.num_heads=2", "model.ff_dim=128")
 BIG_PRESETS = ("transformer-big", "gnmt-1024")
 
 #: Every change made to the page's commands, as recorded in the results.
@@ -233,13 +234,6 @@ def write_inputs(commands: Sequence[DocCommand], work: Path,
             "heldout_seed": held.get("seed")}
 
 
-def _progress(run_dir: Path) -> List[Dict[str, Any]]:
-    path = run_dir / "progress.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _run(argv: List[str], work: Path, log: Path, stdin: Optional[str] = None,
          timeout: float = 7200, **kill: Any) -> Dict[str, Any]:
     print("$", shlex.join(argv) + (f" < {stdin}" if stdin else ""), flush=True)
@@ -269,9 +263,9 @@ def train_kill_resume(argv: List[str], work: Path, args: argparse.Namespace) -> 
                         f"{resume_at} must come before the next checkpoint and the end")
     killed = _run(argv, work, work / "logs" / "train-killed.log",
                   kill_when=f"step {kill_step:>6}/{total}")
-    before = {e["step"]: e["loss"] for e in _progress(run_dir)}
+    before = {e["step"]: e["loss"] for e in read_progress_log(run_dir / PROGRESS_LOG)}
     resumed = _run(argv, work, work / "logs" / "train-resumed.log")
-    after = _progress(run_dir)
+    after = read_progress_log(run_dir / PROGRESS_LOG)
     log_text = (work / "logs" / "train-resumed.log").read_text(errors="replace")
     found = re.search(r"resuming from step (\d+)", log_text)
     resumed_step = int(found.group(1)) if found else None
@@ -308,7 +302,7 @@ def big_presets(work: Path, args: argparse.Namespace) -> Dict[str, Any]:
         argv = [_venv_tool("horovodrun"), "-np", str(args.np), tf_nmt, "train", "--data-dir", str(data),
                 "--run-dir", str(run_dir), "--preset", preset, *common.set_args(sets)]
         result = _run(argv, work, work / "logs" / f"train-{preset}.log")
-        progress = _progress(run_dir)
+        progress = read_progress_log(run_dir / PROGRESS_LOG)
         meta = json.loads((run_dir / "meta.json").read_text())
         out[preset] = {"command": shlex.join(argv), **result,
                        "losses": [e["loss"] for e in progress],
@@ -468,14 +462,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     args.vocab_size = 32000
+    apply_tiny(args, p, {"pairs": 20_000, "dev": 200, "test": 40, "steps": 40, "warmup": 10,
+                         "cycle": 8, "log_every": 2, "serve_lines": 5}, model=True)
     if args.tiny:
-        tiny = {"pairs": 20_000, "dev": 200, "test": 40, "steps": 40, "warmup": 10, "cycle": 8,
-                "log_every": 2, "serve_lines": 5}
-        for key, value in tiny.items():
-            if getattr(args, key) == p.get_default(key):
-                setattr(args, key, value)
         args.vocab_size, args.skip_big = 1000, True
-        args.set = args.set or list(TINY_MODEL)
     work_default = (Path(tempfile.gettempdir()) / "tf-nmt-wmt14-recipe-tiny" if args.tiny
                     else Path("runs") / "wmt14_recipe")
     args.work_dir = args.work_dir or str(work_default)

@@ -2,6 +2,7 @@
 post-norm), int8 runs, the CLI refuses what the format ignores, and translate streams a file."""
 import json
 
+import numpy as np
 import pytest
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -121,25 +122,72 @@ def int8_run(tmp_path_factory):
     return run
 
 
+def divergence_gaps(engine, texts, reference, other):
+    """For each sentence where ``other``'s greedy ids differ from ``reference``'s (both read
+    with ``engine``, the float32 export): how much lower the float32 model scores ``other``'s
+    token than its own choice at the first differing position (nats; 0 for a tie)."""
+    sources, pairs = engine.source_tokens(texts), []
+    for source, ref, got in zip(sources, reference, other):
+        if ref != got:
+            i = next((k for k, (a, b) in enumerate(zip(ref, got)) if a != b),
+                     min(len(ref), len(got)))
+            pairs.append((source, i, [[engine.sp.id_to_piece(t) for t in ids[:i + 1]]
+                                      for ids in (ref, got)]))
+    if not pairs:
+        return []
+    # scoring appends </s>, so position i holds the token chosen there, or </s> where one ended
+    scored = engine.translator.score_batch([s for s, _, _ in pairs for _ in (0, 1)],
+                                           [p for _, _, two in pairs for p in two])
+    return [scored[2 * j].log_probs[i] - scored[2 * j + 1].log_probs[i]
+            for j, (_, i, _) in enumerate(pairs)]
+
+
+#: int8's rounding moves a logit by hundredths on these models: a greedy choice it changes must
+#: have been a near-tie in float32. The largest gap seen over seeds 1, 2, 3 and 7 was 0.12; with
+#: every matrix perturbed by 5% before the int8 export it was 0.70 and 0.77 (seeds 7, 2).
+NEAR_TIE = 0.3
+
+
 def test_int8_agrees_with_float32(int8_run, tmp_path):
-    """int8 weights (and CTranslate2's int8 GEMMs) change the arithmetic, not the greedy
-    translations of a model with clear margins: at least 97% of the 100 sentences agree with
-    the float32 export (measured: 99%); the weights are really stored as int8 (a smaller
-    model.bin), and beam search runs."""
+    """int8 weights (and CTranslate2's int8 GEMMs) change the arithmetic, not the model: where
+    int8's greedy translation differs from float32's, float32 itself scored the two choices
+    within NEAR_TIE nats of each other at the first difference (how many differ depends on how
+    many near-ties a seed's tiny model has: 92-99% of the 100 sentences agreed over seeds 1, 2
+    and 7); the weights are really stored as int8 (a smaller model.bin), and beam search runs."""
     model, tokenizer, cfg = load_trained_model(int8_run)
     texts = sentences()
     float32 = export_ctranslate2(model, tokenizer, cfg, tmp_path / "float32")
     export_dir = export_ctranslate2(model, tokenizer, cfg, tmp_path / "int8", quantization="int8")
     reference = ct2_greedy(float32, texts)
     assert agreement(reference, tf_nmt_greedy(model, tokenizer, texts)) >= 0.99
-    rate = agreement(reference, ct2_greedy(export_dir, texts))
-    print(f"int8 greedy agreement with float32: {rate:.1%} of {len(texts)}")
-    assert rate >= 0.97
+    got = ct2_greedy(export_dir, texts)
+    rate = agreement(reference, got)
+    gaps = divergence_gaps(CTranslate2Translator(float32), texts, reference, got)
+    print(f"int8 greedy agreement with float32: {rate:.1%} of {len(texts)}; float32's score "
+          f"gaps where they differ: {[round(g, 3) for g in gaps]}")
+    assert rate >= 0.85
+    assert all(g <= NEAR_TIE for g in gaps), gaps
     assert json.loads((export_dir / "tf_nmt_export.json").read_text())["quantization"] == "int8"
     size = lambda d: (d / "model.bin").stat().st_size  # noqa: E731
     assert size(export_dir) < 0.75 * size(float32)  # 0.67: norms and biases stay float
     out = CTranslate2Translator(export_dir).translate(texts[:8], beam_size=2)
     assert len(out) == 8 and all(isinstance(t, str) for t in out) and any(out)
+
+
+def test_int8_check_catches_a_perturbed_model(int8_run, tmp_path):
+    """The criterion above is sharp: an int8 export of weights moved by 5% (about ten times
+    int8's rounding) changes choices that float32 did not consider close."""
+    model, tokenizer, cfg = load_trained_model(int8_run)
+    texts = sentences()
+    float32 = export_ctranslate2(model, tokenizer, cfg, tmp_path / "float32")
+    rng = np.random.default_rng(0)
+    for v in model.trainable_variables:
+        if len(v.shape) == 2:
+            v.assign(v.numpy() * (1 + 0.05 * rng.standard_normal(v.shape)).astype(np.float32))
+    export_dir = export_ctranslate2(model, tokenizer, cfg, tmp_path / "int8", quantization="int8")
+    reference, got = ct2_greedy(float32, texts), ct2_greedy(export_dir, texts)
+    gaps = divergence_gaps(CTranslate2Translator(float32), texts, reference, got)
+    assert agreement(reference, got) < 0.85 or max(gaps) > NEAR_TIE
 
 
 # Transformer shapes besides the tied, biased, equal-depth one: each is trained briefly (post-norm
