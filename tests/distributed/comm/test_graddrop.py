@@ -273,3 +273,25 @@ def test_dense_fallback_applies_what_the_allgather_would(local_gradients):
     ex_on.reduce = ex_on.gather = lambda t, name: t  # rank 0 alone now: only the branch matters
     ex_on.exchange(g[0], out[True][4], tf.constant(200, tf.int64))  # R = 0.99: allgather
     assert not ex_on.step_stats()["dense_fallback"]
+
+
+@pytest.mark.parametrize("one_bit", [False, True])
+def test_the_allgathers_are_of_one_dtype_so_horovod_fuses_them(one_bit):
+    """Horovod fuses allgathers of one dtype only: the codes (uint16 positions, int32 counts,
+    float32 values; sign bits and float32 means with one_bit) go out as bytes, one collective
+    per step, and come back exactly (the sum below equals the local decode's)."""
+    handed = []
+
+    def record(tensor, name):
+        handed.append((name, tensor.dtype))
+        return tensor
+
+    settings = make(one_bit=one_bit)
+    ex = GradDropExchange(settings, SHAPES, num_ranks=1, gather=record)
+    update = flat(ex.exchange(grads(1), None, tf.constant(5, tf.int64)))
+    assert len(handed) == (5 if one_bit else 3)
+    assert {dtype for _, dtype in handed} == {tf.uint8}, handed
+    reference = GradDropExchange(settings, SHAPES, num_ranks=1)
+    np.testing.assert_array_equal(update, flat(reference.exchange(grads(1), None,
+                                                                  tf.constant(5, tf.int64))))
+    assert 0 < np.count_nonzero(update) < 0.2 * update.size
