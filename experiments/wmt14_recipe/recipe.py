@@ -24,7 +24,7 @@ scores as JSON, and the averaged checkpoint is exported (``tf-nmt export``) and 
 translation. Finally ``transformer-big`` and ``gnmt-1024`` train a few steps each under
 ``horovodrun -np 2`` over a prepared corpus whose shard count is odd.
 
-    python -m experiments wmt14-recipe                 # ~1-2 hours on 2 cores; --resume after a stop
+    python -m experiments wmt14-recipe                 # ~1 hour on 2 cores; --resume after a stop
     python -m experiments wmt14-recipe --tiny          # a check of the code: minutes, temp dir
 
 The corpus measures that the path works at WMT's shape; it says nothing about translation
@@ -201,6 +201,12 @@ def _copy_lines(src, dst: Path, count: int) -> int:
     return n
 
 
+def test_reference(commands: Sequence[DocCommand]) -> str:
+    """The test references the page's prepare-data reads (what its sacrebleu scores against)."""
+    prepare = next(c for c in commands if c.kind == "tf-nmt prepare-data")
+    return _option(prepare.argv, "--test-tgt")[0]
+
+
 def write_inputs(commands: Sequence[DocCommand], work: Path,
                  args: argparse.Namespace) -> Dict[str, Any]:
     """The files the page's downloads would give, under the names its prepare-data reads: the
@@ -228,7 +234,7 @@ def write_inputs(commands: Sequence[DocCommand], work: Path,
             for _ in range(skip):
                 next(src)
             _copy_lines(src, work / name, count)
-    args.test_ref = _option(prepare.argv, "--test-tgt")[0]
+    args.test_ref = test_reference(commands)
     return {"train_files": dict(zip(src_files, counts)), "corpus": str(args.corpus_dir),
             "corpus_seed": corpus.get("seed"), "dev_pairs": args.dev, "test_pairs": args.test,
             "heldout_seed": held.get("seed")}
@@ -322,7 +328,38 @@ def _save_partial(result: Dict[str, Any], args: argparse.Namespace) -> None:
     common.write_result(Path(args.out), {**result, "complete": False}, overwrite=True)
 
 
-def run(args: argparse.Namespace) -> Dict[str, Any]:
+#: settings that name files: compared as resolved paths when --resume checks the earlier run's
+PATH_SETTINGS = ("work_dir", "corpus_dir", "odd_data_dir")
+
+
+def settings_of(args: argparse.Namespace) -> Dict[str, Any]:
+    return {k: v for k, v in vars(args).items()
+            if k not in ("argv", "overwrite", "out", "resume", "test_ref")}
+
+
+def resumable(path: Path, args: argparse.Namespace) -> Dict[str, Any]:
+    """The incomplete results at ``path`` that ``--resume`` continues: refused in one line when
+    there are none, when they are complete, or when they were run with other settings."""
+    if not path.is_file():
+        raise UserError(f"--resume: {path} does not exist (nothing to continue)")
+    previous = json.loads(path.read_text())
+    if previous.get("complete", True):
+        raise UserError(f"--resume: {path} holds a finished run (use --overwrite to run again)")
+
+    def norm(settings: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: (str(Path(v).resolve()) if k in PATH_SETTINGS and v else v)
+                for k, v in settings.items() if k not in ("resume", "test_ref")}
+
+    old, new = norm(previous.get("settings", {})), norm(settings_of(args))
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if changed:
+        raise UserError(f"--resume: {path} was run with other settings ({', '.join(changed)})")
+    return previous
+
+
+def run(args: argparse.Namespace, previous: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The recipe; with ``previous`` (an incomplete run's results, ``--resume``) the commands
+    and parts it recorded are kept and the rest is run, in the same work directory."""
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     commands = doc_commands()
@@ -332,16 +369,21 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     if [k for k in kinds if k != "fetch"] != expected:
         raise UserError(f"{DOC.name}: the recipe's commands are {kinds}; this runner knows "
                         f"downloads and then {expected}")
-    result: Dict[str, Any] = {"what": "docs/own-data.md's WMT14 recipe on the generated corpus",
-                              "command": common.command_line("wmt14-recipe", args.argv),
-                              "substitutions": SUBSTITUTIONS,
-                              "settings": {k: v for k, v in vars(args).items()
-                                           if k not in ("argv", "overwrite", "out")},
-                              "steps": []}
-    result["inputs"] = write_inputs(commands, work, args)
-    for stale in ("wmt14-ende", "runs", "logs"):        # every run starts from nothing
-        shutil.rmtree(work / stale, ignore_errors=True)
-    for cmd in commands:
+    command = common.command_line("wmt14-recipe", args.argv)
+    if previous is not None:
+        result = {k: v for k, v in previous.items() if k not in ("complete", "provenance")}
+        result["resumed"] = result.get("resumed", []) + [
+            {"command": command, "kept_steps": len(result["steps"]),
+             "earlier_provenance": previous.get("provenance")}]
+        args.test_ref = test_reference(commands)
+    else:
+        result = {"what": "docs/own-data.md's WMT14 recipe on the generated corpus",
+                  "command": command, "substitutions": SUBSTITUTIONS,
+                  "settings": settings_of(args), "steps": []}
+        result["inputs"] = write_inputs(commands, work, args)
+        for stale in ("wmt14-ende", "runs", "logs"):        # every run starts from nothing
+            shutil.rmtree(work / stale, ignore_errors=True)
+    for cmd in commands[len(result["steps"]):]:
         argv = adapt(cmd, work, args)
         entry: Dict[str, Any] = {"docs": cmd.text, "ran": shlex.join(argv) if argv else None,
                                  "kind": cmd.kind}
@@ -359,8 +401,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 entry["scores"] = json.loads((work / "evaluate.json").read_text())
         result["steps"].append(entry)
         _save_partial(result, args)
-    result["export"] = export_and_serve(commands, work, args)
-    _save_partial(result, args)
+    if "export" not in result:
+        result["export"] = export_and_serve(commands, work, args)
+        _save_partial(result, args)
     if not args.skip_big:
         result["big_presets"] = big_presets(work, args)
     result["checks"] = checks(result)
@@ -459,6 +502,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "presets, in a temp dir: a check of the code")
     p.add_argument("--out", default=None)
     p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the incomplete run whose results --out holds (same settings, "
+                        "same work dir): what it recorded is kept, the rest is run")
     args = p.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     args.vocab_size = 32000
@@ -474,6 +520,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         / f"synthetic-{args.pairs}")
     args.out = args.out or str(Path(args.work_dir) / "recipe.json" if args.tiny
                                else common.results_path(__file__, "recipe.json"))
+    # the big presets' horovodrun runs in the work dir: a relative path must not move with it
+    args.odd_data_dir = str(Path(args.odd_data_dir).resolve())
     for name in ("np", "steps", "warmup", "cycle", "log_every", "big_steps", "dev", "test"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -482,9 +530,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    common.refuse_existing([Path(args.out)], args.overwrite)
+    if args.resume and args.overwrite:
+        raise UserError("--resume continues the results file and --overwrite replaces it: "
+                        "give one")
+    previous = resumable(Path(args.out), args) if args.resume else None
+    if previous is None:
+        common.refuse_existing([Path(args.out)], args.overwrite)
     start = time.perf_counter()
-    result = run(args)
+    result = run(args, previous)
     result["complete"] = True
     result["wall_s"] = round(time.perf_counter() - start, 1)
     print("\n" + format_table(result))

@@ -85,3 +85,69 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert train["killed"]["killed"] and len(train["losses_after_resume"]) == 2
     assert result["inputs"]["train_files"]["training/europarl-v7.de-en.en"] == 20_000 * 1_920_209 // 4_520_620
     assert 0 <= next(s for s in result["steps"] if s["kind"] == "score")["bleu"] <= 100
+
+
+def test_the_odd_data_dir_does_not_move_with_the_work_dir(tmp_path, monkeypatch):
+    """The big presets' horovodrun runs in the work dir: a relative --odd-data-dir is resolved
+    where the study was started (it was passed on as given and named a missing directory)."""
+    monkeypatch.chdir(tmp_path)
+    args = _args(tmp_path / "work", "--odd-data-dir", "runs/odd")
+    assert args.odd_data_dir == str(tmp_path / "runs" / "odd")
+
+
+def _fake_commands(monkeypatch, called):
+    def fake_run(argv, work, log, stdin=None, **_):
+        called.append(log.name)
+        if log.name == "evaluate.log":
+            (work / "evaluate.json").write_text('{"bleu": 1.0}')
+        if log.name == "sacrebleu.log":
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("BLEU 1.0")
+        return {"returncode": 0, "wall_s": 0.0}
+
+    monkeypatch.setattr(recipe, "_run", fake_run)
+    monkeypatch.setattr(recipe, "train_kill_resume",
+                        lambda argv, work, args: called.append("train") or {"first_loss": 9.0})
+    monkeypatch.setattr(recipe, "export_and_serve",
+                        lambda commands, work, args: called.append("export") or {"lines": 1})
+    monkeypatch.setattr(recipe, "big_presets", lambda work, args: called.append("big") or {})
+    monkeypatch.setattr(recipe, "checks", lambda result: {"all": True})
+
+
+def test_resume_runs_only_what_the_stopped_run_did_not_record(tmp_path, monkeypatch):
+    args = _args(tmp_path, "--resume")
+    commands = recipe.doc_commands()
+    done = [i for i, c in enumerate(commands) if c.kind == "tf-nmt average-checkpoints"][0] + 1
+    previous = {"what": "x", "command": "first", "settings": recipe.settings_of(args),
+                "inputs": {"train_files": {}}, "complete": False,
+                "provenance": {"git_revision": "abc"},
+                "steps": [{"kind": c.kind, "recorded": True} for c in commands[:done]]}
+    called = []
+    _fake_commands(monkeypatch, called)
+    result = recipe.run(args, previous)
+    assert called == ["evaluate.log", "translate.log", "sacrebleu.log", "export", "big"]
+    assert [s["kind"] for s in result["steps"]] == [c.kind for c in commands]
+    assert all(s.get("recorded") for s in result["steps"][:done])
+    assert result["resumed"][0]["kept_steps"] == done
+    assert result["resumed"][0]["earlier_provenance"] == {"git_revision": "abc"}
+    # a run stopped after its export keeps that too
+    called.clear()
+    previous = {**result, "complete": False}
+    recipe.run(args, previous)
+    assert called == ["big"]
+
+
+def test_resume_is_refused_without_an_incomplete_run_of_the_same_settings(tmp_path):
+    out = tmp_path / "recipe.json"
+    args = _args(tmp_path, "--resume", "--out", str(out))
+    with pytest.raises(UserError, match="does not exist"):
+        recipe.resumable(out, args)
+    out.write_text(json.dumps({"complete": True, "settings": recipe.settings_of(args)}))
+    with pytest.raises(UserError, match="finished run"):
+        recipe.resumable(out, args)
+    out.write_text(json.dumps({"complete": False,
+                               "settings": {**recipe.settings_of(args), "steps": 7}}))
+    with pytest.raises(UserError, match=r"other settings \(steps\)"):
+        recipe.resumable(out, args)
+    out.write_text(json.dumps({"complete": False, "settings": recipe.settings_of(args)}))
+    assert recipe.resumable(out, args)["complete"] is False
