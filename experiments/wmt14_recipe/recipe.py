@@ -313,9 +313,15 @@ def big_presets(work: Path, args: argparse.Namespace) -> Dict[str, Any]:
         out[preset] = {"command": shlex.join(argv), **result,
                        "losses": [e["loss"] for e in progress],
                        "s_per_step": [e["s_per_step"] for e in progress],
-                       "parameters": meta.get("parameters") or meta.get("num_params"),
-                       "precision": meta.get("precision")}
+                       "parameters": _parameters(work / "logs" / f"train-{preset}.log"),
+                       "precision": meta["runtime"]["precision"]["policy"]}
     return out
+
+
+def _parameters(log: Path) -> Optional[int]:
+    """The parameter count ``tf-nmt train`` prints (``transformer: 209,157,376 parameters``)."""
+    found = re.search(r"([\d,]+) parameters", log.read_text(errors="replace"))
+    return int(found.group(1).replace(",", "")) if found else None
 
 
 def _bleu(stdout: str) -> float:

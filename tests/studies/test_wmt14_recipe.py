@@ -115,7 +115,7 @@ def _fake_commands(monkeypatch, called):
 
 
 def test_resume_runs_only_what_the_stopped_run_did_not_record(tmp_path, monkeypatch):
-    args = _args(tmp_path, "--resume")
+    args = _args(tmp_path, "--resume", "--out", str(tmp_path / "recipe.json"))
     commands = recipe.doc_commands()
     done = [i for i, c in enumerate(commands) if c.kind == "tf-nmt average-checkpoints"][0] + 1
     previous = {"what": "x", "command": "first", "settings": recipe.settings_of(args),
@@ -151,3 +151,12 @@ def test_resume_is_refused_without_an_incomplete_run_of_the_same_settings(tmp_pa
         recipe.resumable(out, args)
     out.write_text(json.dumps({"complete": False, "settings": recipe.settings_of(args)}))
     assert recipe.resumable(out, args)["complete"] is False
+
+
+def test_the_big_presets_parameter_count_is_read_from_the_train_log(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("[1,0]<stdout>:precision: ...\n[1,0]<stdout>:transformer: 209,157,376 parameters, "
+                   "vocab 32000, 435,805 train pairs\n")
+    assert recipe._parameters(log) == 209_157_376
+    log.write_text("nothing here\n")
+    assert recipe._parameters(log) is None
