@@ -338,9 +338,13 @@ def _save_partial(result: Dict[str, Any], args: argparse.Namespace) -> None:
 PATH_SETTINGS = ("work_dir", "corpus_dir", "odd_data_dir")
 
 
+#: arguments that do not change what is measured (or are derived during the run)
+NOT_SETTINGS = ("argv", "overwrite", "out", "resume", "test_ref")
+
+
 def settings_of(args: argparse.Namespace) -> Dict[str, Any]:
-    return {k: v for k, v in vars(args).items()
-            if k not in ("argv", "overwrite", "out", "resume", "test_ref")}
+    """The run's settings, as recorded in its results and compared by ``--resume``."""
+    return {k: v for k, v in vars(args).items() if k not in NOT_SETTINGS}
 
 
 def resumable(path: Path, args: argparse.Namespace) -> Dict[str, Any]:
@@ -354,7 +358,7 @@ def resumable(path: Path, args: argparse.Namespace) -> Dict[str, Any]:
 
     def norm(settings: Dict[str, Any]) -> Dict[str, Any]:
         return {k: (str(Path(v).resolve()) if k in PATH_SETTINGS and v else v)
-                for k, v in settings.items() if k not in ("resume", "test_ref")}
+                for k, v in settings.items() if k not in NOT_SETTINGS}
 
     old, new = norm(previous.get("settings", {})), norm(settings_of(args))
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

@@ -152,8 +152,8 @@ def test_int8_agrees_with_float32(int8_run, tmp_path):
     """int8 weights (and CTranslate2's int8 GEMMs) change the arithmetic, not the model: where
     int8's greedy translation differs from float32's, float32 itself scored the two choices
     within NEAR_TIE nats of each other at the first difference (how many differ depends on how
-    many near-ties a seed's tiny model has: 92-99% of the 100 sentences agreed over seeds 1, 2
-    and 7); the weights are really stored as int8 (a smaller model.bin), and beam search runs."""
+    many near-ties a seed's tiny model has: 92-99% of the 100 sentences agreed over seeds 1, 2,
+    3 and 7); the weights are really stored as int8 (a smaller model.bin), and beam search runs."""
     model, tokenizer, cfg = load_trained_model(int8_run)
     texts = sentences()
     float32 = export_ctranslate2(model, tokenizer, cfg, tmp_path / "float32")
