@@ -110,7 +110,7 @@ def test_worker_on_two_emulated_hosts(tmp_path, comm):
     accounting predicts plus headers and control messages."""
 
     spec = StudySpec(comms=[comm], src_len=8, tgt_len=8, vocab_size=500, overrides=TINY,
-                     steps=4, warmup=1, block=2, launcher="emulated")
+                     steps=4, warmup=1, block=2, launcher="emulated", exchange_steps=2)
     out = tmp_path / "w.json"
     with EmulatedCluster(2, LinkSpec("1gbit"), tag="tworker") as cluster:
         before = cluster.link_bytes()
@@ -121,6 +121,9 @@ def test_worker_on_two_emulated_hosts(tmp_path, comm):
     assert result["world"] == 2 and result["global_tokens_per_step"] == 64
     assert result["step_s"] > 0 and result["compute_s"] > 0 and result["tokens_per_s"] > 0
     assert len(result["rank0_step_times_s"]) == 4
+    # the exchange timed alone (after the counted steps): 2 updates of each kind, a real cost
+    assert len(result["rank0_exchange_update_times_s"]) == len(result["rank0_local_update_times_s"]) == 2
+    assert result["exchange_only_s"] > 0
     predicted, counted = result["predicted_link_bytes_per_step"], result["link_bytes_per_step"]
     whole_launch = min(after[h] - before[h] for h in after)
     if comm == "dense":
@@ -174,3 +177,26 @@ def test_merge_studies_recomputes_rows_and_refuses_duplicates():
 def test_no_rows_no_plots(tmp_path):
     assert plot_study([], tmp_path, "empty") == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fixed_gradient_update_applies_exactly_the_given_gradients():
+    """The worker's exchange-alone update: its linear loss hands the optimizer exactly the
+    fixed gradients, an embedding's rows staying IndexedSlices, through the call train_step
+    makes on this Keras version (plain SGD at rate 1: variable -= gradient)."""
+    import numpy as np
+
+    from experiments.scaling.cluster.worker import batch_gradients, fixed_gradient_update
+    from tf_nmt.compat import KERAS3, keras, tf
+
+    ids = keras.Input((3,), dtype="int32")
+    model = keras.Model(ids, keras.layers.Dense(5)(keras.layers.Embedding(7, 4)(ids)))
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), loss="mse")
+    x = tf.constant([[1, 2, 2], [5, 1, 0]])
+    y = tf.constant([[0, 4, 1], [2, 2, 3]])
+    grads = batch_gradients(tf, model, x, y)
+    assert isinstance(grads[0], tf.IndexedSlices) and not isinstance(grads[1], tf.IndexedSlices)
+    before = [v.numpy() for v in model.trainable_variables]
+    fixed_gradient_update(tf, model, grads, KERAS3)()
+    for old, v, g in zip(before, model.trainable_variables, grads):
+        dense = tf.convert_to_tensor(g).numpy()
+        np.testing.assert_allclose(v.numpy(), old - dense, rtol=1e-6, atol=1e-7)

@@ -47,6 +47,7 @@ class StudySpec:
     steps: int = 10
     warmup: int = 3
     block: int = 5
+    exchange_steps: int = 0             # also time the exchange alone (worker --exchange-steps)
     threads: int = 1                    # intra-op threads per rank
     estimator: str = "min"              # min or median of the timed steps
     timeout: float = 900.0
@@ -82,6 +83,8 @@ def worker_command(spec: StudySpec, comm: str, per_worker: int, out: Path) -> Li
            "--vocab-size", str(spec.vocab_size), "--steps", str(spec.steps),
            "--warmup", str(spec.warmup), "--block", str(spec.block),
            "--estimator", spec.estimator, "--out", str(out)]
+    if spec.exchange_steps:
+        cmd += ["--exchange-steps", str(spec.exchange_steps)]
     if spec.launcher == "emulated":
         cmd += ["--link-iface", HOST_IFACE]
     if spec.preset:

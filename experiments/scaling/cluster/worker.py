@@ -24,6 +24,17 @@ distributed steps, so the count holds those steps only: no rendezvous, broadcast
 warm-up or exchange-free blocks. Beside it goes the gradient payload the comm accounting predicts
 (:func:`tf_nmt.distributed.accounting.link_send_bytes`); the difference is protocol headers and
 Horovod's control messages during the steps.
+
+With ``--exchange-steps K`` the exchange is also timed alone, after the steps above: each
+model applies one fixed gradient (this rank's real gradient of the batch, computed once) through
+the same optimizer call Keras's ``train_step`` makes, with a loss whose backward pass is a
+multiply (so the update gets exactly that gradient, sparse rows staying sparse). K calls of each
+kind, in alternating blocks, every call released on all ranks together by a barrier, so
+
+    exchange_only = update through the distributed optimizer - the same update without it
+
+holds the collective and the exchange's own CPU work but not the time a rank waits for another's
+slower backward pass (``comm`` above holds both).
 """
 from __future__ import annotations
 
@@ -49,6 +60,8 @@ def _args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--estimator", choices=("min", "median"), default="min")
     p.add_argument("--out", type=Path, required=True, help="rank 0 writes this JSON")
+    p.add_argument("--exchange-steps", type=int, default=0,
+                   help="also time the exchange alone, this many updates of each kind (0: not)")
     p.add_argument("--link-iface", default=None,
                    help="count the bytes sent on this interface during the distributed steps")
     return p.parse_args(argv)
@@ -82,18 +95,85 @@ def _timed(model, x, y, steps: int, after_step: Optional[Callable[[], None]] = N
     return times
 
 
+def fixed_gradient_update(tf, model, grads: list, keras3: bool) -> Callable[[], None]:
+    """A compiled update of ``model`` by ``grads`` through its optimizer, as ``train_step`` calls
+    it on this Keras version (Keras 2: ``minimize`` with the tape; Keras 3: ``apply_gradients``);
+    the loss is linear in the variables, so its gradient is ``grads`` (sparse rows kept)."""
+    variables = model.trainable_variables
+
+    def term(v, g):
+        if isinstance(g, tf.IndexedSlices):
+            return tf.reduce_sum(tf.gather(v, g.indices) * g.values)
+        return tf.reduce_sum(v * g)
+
+    @tf.function
+    def update():
+        with tf.GradientTape() as tape:
+            loss = tf.add_n([term(v, g) for v, g in zip(variables, grads)])
+        if keras3:
+            model.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        else:
+            model.optimizer.minimize(loss, variables, tape=tape)
+
+    return update
+
+
+def batch_gradients(tf, model, x, y) -> list:
+    """``model``'s gradient of the token cross-entropy on one batch (dense or IndexedSlices, as
+    the model's own backward pass makes them)."""
+    with tf.GradientTape() as tape:
+        logits = tf.cast(model(x, training=True), tf.float32)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+def time_exchange_alone(tf, full, local, x, y, ctx, steps: int, block: int,
+                        keras3: bool) -> Dict[str, object]:
+    """Times of ``full``'s and ``local``'s update by one fixed gradient, each call started on all
+    ranks by a barrier, in alternating blocks; and their paired difference, the exchange alone
+    (median over blocks of the block's median update with it - the preceding one's without)."""
+    from tf_nmt import distributed  # noqa: PLC0415
+
+    grads = batch_gradients(tf, local, x, y)
+    updates = [fixed_gradient_update(tf, m, grads, keras3) for m in (full, local)]
+    for update in updates:  # trace both and make any optimizer state
+        distributed.barrier(ctx)
+        update()
+    with_times: List[float] = []
+    without_times: List[float] = []
+    diffs: List[float] = []
+    while len(with_times) < steps:
+        n = min(block, steps - len(with_times))
+        blocks = []
+        for update, times in ((updates[1], without_times), (updates[0], with_times)):
+            block_times = []
+            for _ in range(n):
+                distributed.barrier(ctx)
+                t0 = time.perf_counter()
+                update()
+                block_times.append(time.perf_counter() - t0)
+            times += block_times
+            blocks.append(statistics.median(block_times))
+        diffs.append(blocks[1] - blocks[0])
+    return {"exchange_only_s": distributed.allreduce_mean(statistics.median(diffs), ctx,
+                                                          name="exchange_only"),
+            "rank0_exchange_update_times_s": with_times,
+            "rank0_local_update_times_s": without_times}
+
+
 def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     import numpy as np  # noqa: PLC0415
 
     from tf_nmt import distributed  # noqa: PLC0415
-    from tf_nmt.compat import tf  # noqa: PLC0415
+    from tf_nmt.compat import KERAS3, tf  # noqa: PLC0415
     from tf_nmt.config import load_config, preset  # noqa: PLC0415
     from tf_nmt.distributed import accounting  # noqa: PLC0415
     from tf_nmt.distributed.comm.optimizer import exchange_of  # noqa: PLC0415
     from experiments.lib.step_split import StepSplit, with_and_without_exchange  # noqa: PLC0415
 
-    if args.batch_sentences < 1 or args.steps < 1 or args.block < 1:
-        raise ValueError("--batch-sentences, --steps and --block must be >= 1")
+    if args.batch_sentences < 1 or args.steps < 1 or args.block < 1 or args.exchange_steps < 0:
+        raise ValueError("--batch-sentences, --steps and --block must be >= 1, "
+                         "--exchange-steps >= 0")
     ctx = distributed.init(enabled=True)
     cfg = load_config(overrides=args.overrides, base=preset(args.preset) if args.preset else None)
     tf.random.set_seed(args.seed + ctx.rank)
@@ -122,6 +202,8 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
         before = sent_bytes(args.link_iface) if args.link_iface else 0
         step_times += _timed(full, x, y, n, record_payload if exchange is not None else None)
         link_sent += sent_bytes(args.link_iface) - before if args.link_iface else 0
+    alone = (time_exchange_alone(tf, full, local, x, y, ctx, args.exchange_steps, args.block,
+                                 KERAS3) if args.exchange_steps and ctx.size > 1 else {})
     # every rank's statistics, averaged (ranks run in lock-step, so they differ little)
     stats = {}
     for label, fn in (("min", min), ("median", statistics.median)):
@@ -149,7 +231,7 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
         "comm_s_raw": split.comm_s_raw,  # negative when timing noise exceeds the exchange
         "tokens_per_s": tokens_per_worker * ctx.size / split.step_s,
         "num_parameters": int(sum(int(np.prod(v.shape)) for v in full.trainable_variables)),
-        "estimator": args.estimator, **stats,
+        "estimator": args.estimator, **stats, **alone,
         "rank0_step_times_s": step_times, "rank0_compute_times_s": compute_times,
         "overrides": args.overrides, "preset": args.preset,
     }
