@@ -384,3 +384,27 @@ def test_vocabulary_map_counts_merge_as_they_go(monkeypatch):
     assert len(held) == -(-500 // 7) and max(held) <= 30 * 40  # merged per chunk, never more
     for a, b in zip(whole, chunked):
         np.testing.assert_array_equal(a, b)
+
+
+def test_vocabulary_map_merge_against_a_dictionary():
+    """The linear merge of two sorted key sets gives the union with counts added, as a plain
+    dictionary does, and leaves its inputs alone."""
+    import numpy as np
+
+    from tf_nmt.export.ct2_vmap import merge_counts
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        keys = np.unique(rng.integers(0, 50, rng.integers(0, 30)))
+        counts = rng.integers(1, 9, len(keys))
+        new_keys = np.unique(rng.integers(0, 50, rng.integers(1, 30)))
+        new_counts = rng.integers(1, 9, len(new_keys))
+        held = keys.copy(), counts.copy()
+        union, union_counts = merge_counts(keys, counts, new_keys, new_counts)
+        expect = {}
+        for k, c in [*zip(keys.tolist(), counts.tolist()), *zip(new_keys.tolist(), new_counts.tolist())]:
+            expect[k] = expect.get(k, 0) + c
+        assert union.tolist() == sorted(expect)
+        assert union_counts.tolist() == [expect[k] for k in sorted(expect)]
+        np.testing.assert_array_equal(keys, held[0])
+        np.testing.assert_array_equal(counts, held[1])

@@ -67,12 +67,22 @@ def cooccurrence(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], source_si
 
 def merge_counts(keys: np.ndarray, counts: np.ndarray, new_keys: np.ndarray,
                  new_counts: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Two sorted, unique key sets with their counts -> their union, counts added."""
+    """Two sorted, unique key sets with their counts -> their union, counts added.
+
+    Linear in the two sizes (a binary search per new key and one insertion pass), not a sort
+    of their union: the held set reaches 10^8 keys at a 32k vocabulary and is merged once per
+    chunk."""
     if not len(keys):
         return new_keys, new_counts
-    union, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
-    return union, np.bincount(inverse, weights=np.concatenate([counts, new_counts]),
-                              minlength=len(union)).astype(np.int64)
+    pos = np.searchsorted(keys, new_keys)
+    found = pos < len(keys)
+    found[found] = keys[pos[found]] == new_keys[found]
+    fresh = ~found
+    union = np.insert(keys, pos[fresh], new_keys[fresh])
+    union_counts = np.insert(counts, pos[fresh], new_counts[fresh])
+    # a held key's index moves up by the fresh keys inserted before it (new keys are sorted)
+    union_counts[pos[found] + np.cumsum(fresh)[found]] += new_counts[found]
+    return union, union_counts
 
 
 def build_vmap(pairs: Iterable[Tuple[Sequence[int], Sequence[int]]], tokens: Sequence[str],
