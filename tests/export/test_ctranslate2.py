@@ -408,3 +408,22 @@ def test_vocabulary_map_merge_against_a_dictionary():
         assert union_counts.tolist() == [expect[k] for k in sorted(expect)]
         np.testing.assert_array_equal(keys, held[0])
         np.testing.assert_array_equal(counts, held[1])
+
+
+def test_vocabulary_map_reads_the_shards_pair_by_pair_in_batches(tmp_path, monkeypatch):
+    """The map's training pairs of an own corpus, read in ragged batches and split in numpy,
+    are the shards' pairs one at a time in the stream's order, cut at ``max_pairs`` across a
+    batch boundary."""
+    from tests.data.own_corpus_fixture import write_own_corpus
+    from tf_nmt.data.prepared import read_prepared
+    from tf_nmt.data.streaming import read_pairs
+    from tf_nmt.export import ct2_vmap
+
+    prepared = read_prepared(write_own_corpus(tmp_path / "own", num_shards=3, repeats=1))
+    whole = [(list(s), list(t)) for s, t in
+             read_pairs(prepared.shard_paths(), shuffle=False).as_numpy_iterator()]
+    monkeypatch.setattr(ct2_vmap, "READ_BATCH", 5)
+    for limit in (len(whole), 12):
+        got = [(s.tolist(), t.tolist()) for s, t in
+               ct2_vmap.training_pairs(prepared, None, max_pairs=limit)]
+        assert got == whole[:limit]
