@@ -26,8 +26,10 @@ PER_SOURCE = 100
 #: Sentences counted per chunk (bounds the co-occurrence keys held at once).
 CHUNK = 20_000
 #: Whether ``tf-nmt export --format ctranslate2`` writes a map without ``--vmap`` (translate
-#: uses an export's map unless ``--no-vmap``). Off: its BLEU cost was measured only on 200
-#: sentences of one 8k-piece model (docs/serving.md), not on >= 1,000 sentences of a 32k one.
+#: uses an export's map unless ``--no-vmap``). Off: on 1,000 sentences of a 32k-piece model of
+#: the generated corpus it cost no BLEU (+0.7) and gave 2.0-3.4x, but that corpus's target is a
+#: lexical function of its source, and on real text (an 8k Debian model, 200 sentences) it
+#: cost 0.21 (docs/serving.md; experiments/serving_speed/results/serving_engines_vmap32k.json).
 VMAP_BY_DEFAULT = False
 #: Shard pairs read from tf.data at once (split into pairs in numpy).
 READ_BATCH = 4096
