@@ -55,7 +55,8 @@ def with_and_without_exchange(cfg: Config, vocab_size: int, ctx: DistContext,
     for run_ctx in (ctx, distributed.SINGLE):
         if seed is not None:
             keras.utils.set_random_seed(seed)
-        models.append(build_and_compile(cfg, vocab_size, run_ctx))
+        # the second: no exchange work at all (graddrop would select and encode locally too)
+        models.append(build_and_compile(cfg, vocab_size, run_ctx, exchange=run_ctx is ctx))
     if seed is not None:
         distributed.broadcast_variables(models[0].variables, ctx)
     return models[0], models[1]

@@ -211,3 +211,33 @@ def test_dense_mode_allgathers_only_sparse_gradients():
     # a row per source and target token: 32 float32 values and an int64 index each
     assert untied.allgather_slice == 2 * 256 * (32 * 4 + 8)
     assert untied.allreduce == grads.rest_bytes
+
+
+def test_the_compute_probe_does_no_exchange_work(tmp_path, monkeypatch):
+    """graddrop selects and encodes on one process too; the probe's step must not, since the
+    model adds that work to the exchange (it would be counted twice)."""
+    from tf_nmt.config import load_config
+    from tf_nmt.distributed.comm.optimizer import exchange_of
+    from tf_nmt.planning.probe import random_batch
+    from tf_nmt.training import trainer
+
+    cfg = load_config(overrides=[*TINY, "train.comm=graddrop", "train.drop_warmup_steps=0"])
+    x, y = random_batch(cfg, 8)
+    built = {}
+    for exchange in (True, False):
+        model = trainer.build_and_compile(cfg, 500, exchange=exchange)
+        model.train_on_batch(x, y)
+        built[exchange] = exchange_of(model.optimizer)
+    assert built[True] is not None and built[False] is None
+    probed = []
+    real = trainer.build_and_compile
+
+    def watched(*args, **kwargs):
+        model = real(*args, **kwargs)
+        probed.append(model)
+        return model
+
+    monkeypatch.setattr(trainer, "build_and_compile", watched)
+    plan("quickstart", [*TINY, "train.comm=graddrop", "train.drop_warmup_steps=0"], [],
+         out=tmp_path / "probe", probe_only=True, probe_steps=1, quiet=True)
+    assert probed and all(exchange_of(m.optimizer) is None for m in probed)

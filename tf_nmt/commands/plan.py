@@ -82,7 +82,8 @@ def probe(cfg, length: int = 32, steps: int = 3) -> Dict[str, Any]:
 
     if steps < 1 or length < 1:
         raise UsageError("--probe-steps and --probe-length must be >= 1")
-    model = build_and_compile(cfg, cfg.data.vocab_size)
+    # compute only: the exchange's CPU work (graddrop's selection too) is the model's to add
+    model = build_and_compile(cfg, cfg.data.vocab_size, exchange=False)
     drop = cfg.train.drop_ratio if 0.0 < cfg.train.drop_ratio < 1.0 else 0.99
     shapes = [v.shape for v in model.trainable_variables]
     # the add and copy on at least 64 MiB: rates, not a small model's per-call overhead

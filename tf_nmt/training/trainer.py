@@ -95,7 +95,8 @@ class TrainHooks(Protocol):
 def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
                       schedule: Optional[keras.optimizers.schedules.LearningRateSchedule] = None,
                       plan: Optional[TrainPlan] = None, policy: Optional[str] = None,
-                      source_vocab_size: Optional[int] = None) -> keras.Model:
+                      source_vocab_size: Optional[int] = None,
+                      exchange: bool = True) -> keras.Model:
     """Build the configured model, call it once so variables exist, and compile it (with
     ``schedule``, else the config's, :func:`tf_nmt.training.schedules.from_config`;
     ``source_vocab_size``: separate vocabularies, None: shared).
@@ -103,6 +104,9 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     ``plan``: the run's :func:`validate_config` (None: validated here). ``policy``: the Keras
     dtype policy, e.g. ``"mixed_bfloat16"`` (None: ``train.mixed_precision`` through
     :func:`tf_nmt.training.precision.policy_for_device`), one value for the model and its optimizer.
+    ``exchange=False`` (one process only): the plain optimizer, without the comm mode's work, not
+    even a local one (graddrop selects and encodes on one process too) and without accumulation:
+    a compute-only step of one pass.
     """
     ctx = ctx or distributed.init(enabled=False)
     t = cfg.train
@@ -111,8 +115,11 @@ def build_and_compile(cfg: Config, vocab_size: int, ctx=None,
     model = build_model_for_training(cfg, vocab_size, plan, policy, source_vocab_size)
     optimizer = build_optimizer(t, schedule if schedule is not None
                                 else schedules.from_config(t, ctx.size))
-    optimizer = comm.wrap_optimizer(optimizer, plan.comm, ctx,
-                                    backward_passes_per_step=t.backward_passes_per_step)
+    if exchange:
+        optimizer = comm.wrap_optimizer(optimizer, plan.comm, ctx,
+                                        backward_passes_per_step=t.backward_passes_per_step)
+    elif ctx.size > 1:
+        raise ValueError("exchange=False builds a compute-only step of one process")
     # Loss scaling (float16 GPUs only) wraps the communication. Keras 2: scaled gradients are
     # averaged, then unscaled and checked for overflow. Keras 3 checks before the inner
     # optimizer runs, so with several ranks the check is global (all ranks skip or none do).
