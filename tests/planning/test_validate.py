@@ -41,15 +41,17 @@ def test_todays_model_gives_the_recorded_predictions(recomputed):
     assert json.loads(json.dumps(recomputed["summary"])) == DOC["summary"]
 
 
-def test_the_model_meets_the_targets_where_the_link_carries_the_exchange(recomputed):
-    # 100 Mbit/s allreduce: 0.4-0.8 s of wire time per step, far above the per-step floor
-    # (waiting for the slower rank on shared cores) that the model leaves out; elsewhere the
-    # grid misses the targets (experiments/planning/README.md says why)
-    link_bound = recomputed["summary"][HELD]["groups"]["100mbit-allreduce"]
-    assert link_bound["points"] == 6
-    assert link_bound["median_abs_error"] <= validate.TARGETS["median"], link_bound
-    assert link_bound["worst_abs_error"] <= validate.TARGETS["worst"], link_bound
-    by = recomputed["summary"][HELD]["bytes"]
+def test_the_model_meets_the_median_target_and_the_allreduce_points_the_worst(recomputed):
+    # the exchange timed alone (the worker's --exchange-steps): the median over all 27 points
+    # meets the target, and so does every allreduce point; graddrop's allgather, 8-60 ms here,
+    # misses the worst-point target (experiments/planning/README.md says why)
+    held = recomputed["summary"][HELD]
+    assert held["exchange"]["median_abs_error"] <= validate.TARGETS["median"], held["exchange"]
+    for link in ("100mbit", "1gbit", "10gbit"):
+        group = held["groups"][f"{link}-allreduce"]
+        assert group["points"] == 6
+        assert group["worst_abs_error"] <= validate.TARGETS["worst"], (link, group)
+    by = held["bytes"]
     assert by["median_abs_error"] <= 0.01 and by["worst_abs_error"] <= 0.15, by
 
 
