@@ -11,8 +11,9 @@ Used by :mod:`experiments.throughput.study` (real batches under ``horovodrun``) 
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from tf_nmt import distributed
 from tf_nmt.compat import keras
@@ -60,3 +61,15 @@ def with_and_without_exchange(cfg: Config, vocab_size: int, ctx: DistContext,
     if seed is not None:
         distributed.broadcast_variables(models[0].variables, ctx)
     return models[0], models[1]
+
+
+def paired_difference(with_times: Sequence[float], without_times: Sequence[float],
+                      block: int) -> float:
+    """Median over alternating blocks of (the block's median time with the exchange - the
+    median of the block without it that preceded it): paired blocks cancel the load that
+    other work on the machine puts on both alike."""
+    if len(with_times) != len(without_times) or not with_times:
+        raise ValueError("times with and without the exchange must pair up")
+    return statistics.median(
+        statistics.median(with_times[i:i + block]) - statistics.median(without_times[i:i + block])
+        for i in range(0, len(with_times), block))

@@ -135,6 +135,7 @@ def _cycle_s() -> float:
 def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], work: Path,
                   log: Callable[[str], None] = print) -> Dict[str, Any]:
     """One run of the scaling study's worker: measured exchange time and link bytes per step."""
+    from experiments.lib.step_split import paired_difference  # noqa: PLC0415
     from experiments.scaling.cluster.study import StudySpec, run_study  # noqa: PLC0415
 
     spec = StudySpec(workers=[hosts], kinds=["weak"], comms=[comm], launcher="emulated",
@@ -152,20 +153,9 @@ def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], wo
             "rank0_exchange_update_times_s", "rank0_local_update_times_s")
     return {"hosts": hosts, "link": link, "comm": comm,
             **{k: run.get(k) for k in keep},
-            "comm_paired_s": paired_comm_s(run["rank0_step_times_s"], run["rank0_compute_times_s"],
-                                           settings["block"]),
+            "comm_paired_s": paired_difference(run["rank0_step_times_s"],
+                                               run["rank0_compute_times_s"], settings["block"]),
             "cycle_s": _cycle_s(), **_measured_at()}
-
-
-def paired_comm_s(step_times: Sequence[float], compute_times: Sequence[float],
-                  block: int) -> float:
-    """Median over the worker's blocks of (median step - median compute) of the same block."""
-    if len(step_times) != len(compute_times) or not step_times:
-        raise ValueError("step and compute times must pair up")
-    diffs = [statistics.median(step_times[i:i + block])
-             - statistics.median(compute_times[i:i + block])
-             for i in range(0, len(step_times), block)]
-    return statistics.median(diffs)
 
 
 def _error(predicted: float, measured: float) -> Optional[float]:

@@ -132,6 +132,7 @@ def time_exchange_alone(tf, full, local, x, y, ctx, steps: int, block: int,
     """Times of ``full``'s and ``local``'s update by one fixed gradient, each call started on all
     ranks by a barrier, in alternating blocks; and their paired difference, the exchange alone
     (median over blocks of the block's median update with it - the preceding one's without)."""
+    from experiments.lib.step_split import paired_difference  # noqa: PLC0415
     from tf_nmt import distributed  # noqa: PLC0415
 
     grads = batch_gradients(tf, local, x, y)
@@ -141,22 +142,16 @@ def time_exchange_alone(tf, full, local, x, y, ctx, steps: int, block: int,
         update()
     with_times: List[float] = []
     without_times: List[float] = []
-    diffs: List[float] = []
     while len(with_times) < steps:
         n = min(block, steps - len(with_times))
-        blocks = []
         for update, times in ((updates[1], without_times), (updates[0], with_times)):
-            block_times = []
             for _ in range(n):
                 distributed.barrier(ctx)
                 t0 = time.perf_counter()
                 update()
-                block_times.append(time.perf_counter() - t0)
-            times += block_times
-            blocks.append(statistics.median(block_times))
-        diffs.append(blocks[1] - blocks[0])
-    return {"exchange_only_s": distributed.allreduce_mean(statistics.median(diffs), ctx,
-                                                          name="exchange_only"),
+                times.append(time.perf_counter() - t0)
+    alone = paired_difference(with_times, without_times, block)
+    return {"exchange_only_s": distributed.allreduce_mean(alone, ctx, name="exchange_only"),
             "rank0_exchange_update_times_s": with_times,
             "rank0_local_update_times_s": without_times}
 
