@@ -62,3 +62,11 @@ def train_tiny_own_run(data: Path, run: Path, steps: int = 60) -> List[str]:
     losses = [p["loss"] for p in progress if "loss" in p]
     assert len(losses) >= 2 and losses[-1] < 0.8 * losses[0], losses
     return settings
+
+
+def plain_sgd(learning_rate: float):
+    """SGD of the Keras tf-nmt's models are built on (Keras 2's legacy class, which Horovod 0.28
+    wraps, or Keras 3's), for tests that hand a bare optimizer to the comm layer."""
+    from tf_nmt.compat import KERAS3, keras  # noqa: PLC0415 - TensorFlow only where used
+
+    return (keras.optimizers if KERAS3 else keras.optimizers.legacy).SGD(learning_rate)

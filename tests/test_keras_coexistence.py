@@ -64,11 +64,14 @@ TF_NMT_FIRST = textwrap.dedent("""
 """)
 
 
-def run_child(code: str, *args: str) -> dict:
-    """Run ``code`` in a fresh interpreter without TF_USE_LEGACY_KERAS and TF_NMT_KERAS (a user's
-    default process, also when the suite runs under TF_NMT_KERAS=3); its RESULT line."""
+def run_child(code: str, *args: str, tf_nmt_keras: str = "") -> dict:
+    """Run ``code`` in a fresh interpreter without TF_USE_LEGACY_KERAS (a user's process) and with
+    ``TF_NMT_KERAS=tf_nmt_keras`` (unset when empty: tf-nmt's default, whatever Keras the suite
+    runs on); its RESULT line."""
     env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_NMT_KERAS")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", OMP_NUM_THREADS="1")
+    if tf_nmt_keras:
+        env["TF_NMT_KERAS"] = tf_nmt_keras
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -83,14 +86,17 @@ def test_keras3_script_imports_tf_nmt_and_trains_its_transformer(tmp_path):
     losses = res["losses"]
     assert len(losses) >= 3 and all(math.isfinite(v) for v in losses), losses
     assert losses[-1] < losses[0], losses
-    assert res["nmt_model_is_tf_keras"] and not res["nmt_model_is_keras3"]
+    # tf-nmt's default is Keras 3: its Transformer is a Keras 3 model, like the user's
+    assert res["nmt_model_is_keras3"] and not res["nmt_model_is_tf_keras"]
     # the user's Keras is untouched: Keras 3 as `keras` and as `tf.keras`, no variable set
     assert res["keras"].startswith("3.") and res["tf_keras_version"].startswith("3.")
     assert res["tf_keras_is_keras3"] and res["legacy_env"] is None
     assert len(res["user_losses"]) == 3 and res["user_losses"][-1] < res["user_losses"][0]
 
 
-def test_tf_keras_is_keras3_after_importing_tf_nmt_first():
-    res = run_child(TF_NMT_FIRST)
+@pytest.mark.parametrize("tf_nmt_keras,models_on", [("", "keras"), ("3", "keras"),
+                                                     ("2", "tf_keras")])
+def test_tf_keras_is_keras3_after_importing_tf_nmt_first(tf_nmt_keras, models_on):
+    res = run_child(TF_NMT_FIRST, tf_nmt_keras=tf_nmt_keras)
     assert res["tf_keras_version"].startswith("3.") and res["tf_keras_is_keras3"], res
-    assert res["compat_keras"] == "tf_keras" and res["legacy_env"] is None
+    assert res["compat_keras"] == models_on and res["legacy_env"] is None

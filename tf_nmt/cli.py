@@ -16,6 +16,7 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
                            QUICKSTART_PRECISIONS)
 from tf_nmt.data.builtin_corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
+from tf_nmt.commands.keras import choose_keras, pick_keras
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator, quiet
@@ -449,9 +450,11 @@ def _add_plan(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
     parser.add_argument("--keras", choices=("2", "3"),
-                        help="the Keras tf-nmt's models are built on: 2 (tf_keras, the default) "
-                             "or 3; the same as the environment variable TF_NMT_KERAS, which "
-                             "processes started by horovodrun inherit")
+                        help="the Keras tf-nmt's models are built on: 3 (the default) or 2 "
+                             "(tf_keras); the same as the environment variable TF_NMT_KERAS, "
+                             "which processes started by horovodrun inherit. Without either, a "
+                             "command on an existing run uses the run's Keras, and train-async "
+                             "Keras 2")
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's and SentencePiece's start-up log lines (no CUDA "
                              "driver, oneDNN, CPU instructions, SentencePiece's normaliser), "
@@ -486,6 +489,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.keras:
             choose_keras(args.keras)
+        else:
+            pick_keras(args.command, getattr(args, "run_dir", None))
         return args.func(args)
     except KeyboardInterrupt:
         print("tf-nmt: interrupted", file=sys.stderr)
@@ -495,18 +500,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"tf-nmt: error: {err}", file=sys.stderr)
             return 2
         raise
-
-
-def choose_keras(version: str) -> None:
-    """``--keras``: set ``TF_NMT_KERAS`` before tf-nmt's models are first imported (a process
-    that already imported them with the other version cannot switch)."""
-    import os
-
-    compat = sys.modules.get("tf_nmt.compat")
-    if compat is not None and str(compat.KERAS_VERSION) != version:
-        raise UsageError(f"--keras {version}: this process already uses Keras "
-                         f"{compat.KERAS_VERSION} for tf-nmt's models (TF_NMT_KERAS)")
-    os.environ["TF_NMT_KERAS"] = version
 
 
 def _is_user_error(err: Exception) -> bool:

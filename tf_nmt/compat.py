@@ -3,26 +3,25 @@
 tf-nmt serves both Keras versions from one code base (a compatibility layer, not a fork): its
 layers and models use only the API the two share, through ``from tf_nmt.compat import tf, keras``
 (never ``tf.keras`` or ``import keras`` directly). Which one a process uses is chosen once, before
-the first import of tf-nmt's models, by the environment variable ``TF_NMT_KERAS``:
+the first import of tf-nmt's models, by the environment variable ``TF_NMT_KERAS``
+(the package ``__init__`` holds the facts of the choice, without TensorFlow):
 
-* ``2`` (default): Keras 2, the ``tf_keras`` package, whatever ``tf.keras`` is in the process;
-* ``3``: Keras 3 (``import keras``, TensorFlow backend), so that tf-nmt's layers and models can be
-  put into a user's Keras 3 model and trained with Keras 3's ``model.fit``.
+* ``3`` (default): Keras 3 (``import keras``, TensorFlow backend), so that tf-nmt's layers and
+  models go into a user's Keras 3 model and train with Keras 3's ``model.fit``;
+* ``2``: Keras 2, the ``tf_keras`` package, whatever ``tf.keras`` is in the process (runs
+  trained before Keras 3 became the default, and ``train-async``).
 
 Nothing here sets an environment variable: ``tf.keras`` and ``import keras`` stay what the user's
 process made them. Processes started by ``horovodrun`` inherit the variable.
 """
-import os
-
 import tensorflow as tf
 
-ENV_VAR = "TF_NMT_KERAS"
-_CHOICES = ("2", "3")
+from tf_nmt import KERAS_CHOICES, KERAS_ENV_VAR as ENV_VAR, keras_version
 
-KERAS_VERSION = os.environ.get(ENV_VAR, "2").strip() or "2"
-if KERAS_VERSION not in _CHOICES:
-    raise ImportError(f"{ENV_VAR}={KERAS_VERSION!r}: expected 2 (tf_keras, the default) or 3 "
-                      "(Keras 3)")
+KERAS_VERSION = keras_version()
+if KERAS_VERSION not in KERAS_CHOICES:
+    raise ImportError(f"{ENV_VAR}={KERAS_VERSION!r}: expected 3 (Keras 3, the default) or 2 "
+                      "(tf_keras)")
 KERAS_VERSION = int(KERAS_VERSION)
 
 if KERAS_VERSION == 3:

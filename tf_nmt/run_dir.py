@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+import tf_nmt
 from tf_nmt.compat import ENV_VAR, KERAS_VERSION, keras, tf
 from tf_nmt.config import Config, load_config
 from tf_nmt.data.prepared import BUILTIN_LANGUAGES, DataError, PreparedData
@@ -168,7 +169,7 @@ def run_meta(cfg: Config, tokenizer: Tokenizers, world_size: int,
 
 def keras_of(meta: Optional[Mapping[str, Any]]) -> int:
     """The Keras major version a run was trained with (2 for runs from before it was recorded)."""
-    return int((meta or {}).get("keras", 2))
+    return tf_nmt.recorded_keras(meta)
 
 
 def check_keras(run: RunDir, meta: Optional[Mapping[str, Any]] = None) -> None:

@@ -58,10 +58,11 @@ def measure(run_dir: Path, data_dir: Optional[Path], split: str, limit: int, bea
     from tf_nmt.ops import lowprec
     from tf_nmt.models.activation_quant import inference_engine
     from tf_nmt.run_dir import RunDir, load_trained_model
+    from tf_nmt.training.checkpoints import step_of
 
     model, tokenizer, cfg = load_trained_model(run_dir)
     checkpoint = RunDir(Path(run_dir)).latest_checkpoint()
-    trained_steps = int(tf.train.load_variable(checkpoint, "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"))
+    trained_steps = step_of(checkpoint)  # ckpt-N is saved at step N, on either Keras
     pairs = load_split(Path(data_dir or cfg.data.data_dir), split)
     pairs = pairs[:limit] if limit else pairs
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]

@@ -27,25 +27,38 @@ MATMUL_TYPES = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_Mkl
 
 
 def op_time_by_type(xplane_path: str) -> Dict[str, float]:
-    """Seconds of TF op events per op type in one ``*.xplane.pb`` trace (host plane)."""
+    """Seconds of TF op events per op type in one ``*.xplane.pb`` trace (host plane).
+
+    TensorFlow's executor runs a step's ops on ``tf_Compute`` threads (an XLA cluster there is one
+    ``CpuExecutable`` event). A step compiled whole (Keras 3's ``jit_compile=True``) runs as one
+    XLA function called from the Python thread instead, with no executor: then its
+    ``__inference_...`` calls on that thread are the XLA op's time."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     with open(xplane_path, "rb") as f:
         space.ParseFromString(f.read())
     totals: Dict[str, float] = defaultdict(float)
+    whole_functions = 0.0
     for plane in space.planes:
         if not plane.name.startswith("/host:"):
             continue
         for line in plane.lines:
-            if not line.name.startswith("tf_Compute"):
+            executor = line.name.startswith("tf_Compute")
+            if not executor and line.name != "python":
                 continue
             for event in line.events:
                 meta = plane.event_metadata[event.metadata_id]
-                if meta.name == XLA_EVENT:
-                    totals[XLA_OP] += event.duration_ps * 1e-12
+                seconds = event.duration_ps * 1e-12
+                if not executor:
+                    if meta.display_name.startswith("__inference_"):
+                        whole_functions += seconds
+                elif meta.name == XLA_EVENT:
+                    totals[XLA_OP] += seconds
                 elif meta.display_name:  # not executor bookkeeping (ExecutorState::Process ...)
-                    totals[meta.display_name] += event.duration_ps * 1e-12
+                    totals[meta.display_name] += seconds
+    if not totals and whole_functions:
+        totals[XLA_OP] = whole_functions
     if not totals:
         raise ValueError(f"{xplane_path}: no TensorFlow op events on the host plane")
     return dict(totals)

@@ -15,7 +15,7 @@ replacement, built only on ``horovod.tensorflow`` collectives and the public Ker
 * :mod:`horovod_patches.keras3.elastic` — elastic training's state (``KerasState``),
   ``CommitStateCallback`` and ``run`` (import it explicitly).
 
-Usage (see docs/keras3.md and ``examples/train_mnist_like.py``)::
+Usage (see docs/keras.md and ``examples/train_mnist_like.py``)::
 
     import horovod.tensorflow as hvd
     import keras

@@ -17,10 +17,10 @@ from tests.architecture.import_graph import PACKAGE
 
 #: Lowest first.
 LAYERS: Tuple[str, ...] = (
-    "tf_nmt",        # the package __init__: selects Keras 2 before TensorFlow loads
+    "tf_nmt",        # the package __init__: the facts of the Keras choice, without TensorFlow
     "errors",        # UserError: what the CLI prints as one line
     "utils",         # atomic file writes, the machine record, allocator
-    "compat",        # tf and Keras 2, for everything above
+    "compat",        # tf and the chosen Keras (3 or 2), for everything above
     "modes",         # the registry of comm modes and schedules: their keys, what each supports
     "config",        # config keys, types, presets; ConfigError
     "config_usage",  # which config keys each mode uses: the refusal table (tf_nmt.config_usage)

@@ -26,7 +26,8 @@ CASES = [{"pushes": 40, "k": 1}, {"pushes": 40, "k": 2},
 
 @pytest.fixture(scope="module")
 def reports():
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    # train-async runs on Keras 2 only (docs/keras.md): the child picks it, as the CLI does
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3", TF_NMT_KERAS="2")
     command = [sys.executable, "-m", "tests.distributed.async_case", json.dumps(CASES)]
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     if proc.returncode < 0:

@@ -7,6 +7,9 @@ import pytest
 from tf_nmt.compat import keras, tf
 from tf_nmt.distributed.global_accumulator import MAX_TRACKED_STALENESS, GlobalAccumulator
 
+# The parameter server's optimizers are Keras 2's: train-async runs on Keras 2 only.
+pytestmark = pytest.mark.keras2_only
+
 
 def pusher(acc):
     return tf.function(lambda grads, version: acc.push(grads, version))

@@ -7,6 +7,8 @@ import pytest
 from tf_nmt.compat import KERAS3, tf, variable_name
 from tf_nmt.run_dir import build_initialised_model
 
+pytestmark = pytest.mark.keras2  # also in CI's Keras 2 pass
+
 KINDS = {
     "transformer": {"num_layers": 2, "d_model": 64, "num_heads": 4, "ff_dim": 128, "dropout": 0.0},
     "gnmt-luong": {"num_layers": 3, "units": 64, "attention": "luong", "dropout": 0.0},

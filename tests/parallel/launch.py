@@ -46,12 +46,18 @@ def controllers() -> List[str]:
     return found
 
 
+#: The ranks' environment for workers of Horovod's own Keras 2 integration (tf_keras models, legacy
+#: optimizers, Horovod's tape and wrapper): tf-nmt's models on Keras 2, whatever the suite runs on.
+#: Keras 3's counterparts: test_keras3_horovod.py, test_keras3_tfnmt.py, test_graddrop_keras3.py.
+KERAS2 = {"TF_NMT_KERAS": "2"}
+
+
 def horovodrun(script: str, out_dir: Path, controller: str = "gloo", np: int = 2,
-               timeout: int = 300) -> Dict[int, dict]:
+               timeout: int = 300, env: Optional[Mapping[str, str]] = None) -> Dict[int, dict]:
     """Run ``workers/<script>`` on ``np`` local processes with the package's launcher (its
-    command line and rank environment); return {rank: its JSON}."""
-    launcher.run(WORKERS / script, ["--out", str(out_dir)], np, controller, timeout=timeout,
-                 cwd=REPO)
+    command line and rank environment, ``env`` added); return {rank: its JSON}."""
+    launcher.run(WORKERS / script, ["--out", str(out_dir)], np, controller, env=env,
+                 timeout=timeout, cwd=REPO)
     results = {int(p.stem[4:]): json.loads(p.read_text()) for p in out_dir.glob("rank*.json")}
     assert sorted(results) == list(range(np)), f"missing rank outputs: {sorted(results)}"
     return results

@@ -18,7 +18,8 @@ TOL = 1e-6
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    return launch.horovodrun("comm_modes.py", tmp_path_factory.mktemp("comm"), controller="gloo")
+    return launch.horovodrun("comm_modes.py", tmp_path_factory.mktemp("comm"), controller="gloo",
+                             env=launch.KERAS2)
 
 
 def arr(x):

@@ -19,7 +19,8 @@ DIM, VOCAB = 8, 29
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("exchange")
-    return out, launch.horovodrun("exchange_sizes.py", out, controller="gloo", np=2)
+    return out, launch.horovodrun("exchange_sizes.py", out, controller="gloo", np=2,
+                                 env=launch.KERAS2)
 
 
 def emb_record(res, mode):

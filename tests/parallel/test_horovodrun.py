@@ -26,7 +26,7 @@ def flat(params):
 def run(request, tmp_path_factory):
     controller = request.param
     return controller, launch.horovodrun("train_sync.py", tmp_path_factory.mktemp(controller),
-                                         controller=controller)
+                                         controller=controller, env=launch.KERAS2)
 
 
 def test_launch_used_requested_controller(run):

@@ -1,7 +1,8 @@
 """A Keras 3 script trains tf-nmt's Transformer under a real ``horovodrun -np 2`` (Gloo).
 
-The ranks imported Keras 3 first, with TF_USE_LEGACY_KERAS unset (workers/keras_coexistence.py);
-tf-nmt's trainer still gets Horovod's Keras classes bound to tf_keras
+The ranks imported Keras 3 first, with TF_USE_LEGACY_KERAS unset (workers/keras_coexistence.py),
+and build tf-nmt's models on Keras 2 (``TF_NMT_KERAS=2``, a run from before Keras 3 became
+tf-nmt's default); tf-nmt's trainer still gets Horovod's Keras classes bound to tf_keras
 (:mod:`horovod_patches.keras`), so the gradients are averaged and the ranks, each trained on its
 own shard, end with bit-identical weights, while ``tf.keras`` stays Keras 3.
 """
@@ -18,7 +19,8 @@ pytestmark = [pytest.mark.parallel, pytest.mark.slow,
 
 
 def test_keras3_script_trains_tf_nmt_data_parallel(tmp_path):
-    results = launch.horovodrun("keras_coexistence.py", tmp_path, controller="gloo", timeout=600)
+    results = launch.horovodrun("keras_coexistence.py", tmp_path, controller="gloo", timeout=600,
+                                env=launch.KERAS2)
     for res in results.values():
         assert res["size"] == 2 and res["final_step"] == 8, res
         assert res["keras"].startswith("3.") and res["tf_keras_version"].startswith("3."), res

@@ -9,7 +9,7 @@ import pytest
 from tests.parallel import launch
 from tests.parallel.workers.resume import MODES, RANK_STATE, STEPS, STOP
 
-pytestmark = [pytest.mark.parallel, pytest.mark.slow,
+pytestmark = [pytest.mark.keras2, pytest.mark.parallel, pytest.mark.slow,
               pytest.mark.skipif(not launch.horovod_importable(), reason="horovod.tensorflow is "
                                  "not importable: build it with scripts/install_horovod.sh")]
 

@@ -13,6 +13,8 @@ from tf_nmt.models.ema import WeightAverager, checkpoint_has_ema
 from tf_nmt.run_dir import load_trained_model
 from tf_nmt.training.trainer import train, validate_config
 
+pytestmark = pytest.mark.keras2  # also in CI's Keras 2 pass
+
 
 def reference_ema(steps_weights, decay):
     """NumPy: shadow after each step s = 1.. from the weights that step produced."""

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # each test trains a (tiny) model for real
+pytestmark = [pytest.mark.keras2, pytest.mark.slow]  # each test trains a (tiny) model for real
 
 from tests.helpers import write_toy_data_dir
 from tf_nmt.config import load_config

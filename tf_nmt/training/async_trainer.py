@@ -42,8 +42,8 @@ def train_nmt_async(cfg: Config, run_dir: Path, workers: int, k: int = 1, synchr
     ``n_push`` worker gradients); returns the report. The server's counters are logged every
     ``progress_every`` seconds (0: only at the end)."""
     if KERAS3:
-        raise ConfigError(f"tf-nmt train-async runs on Keras 2 only ({ENV_VAR}=2, the default): "
-                          "Keras 3 has no parameter-server training (docs/keras3.md)")
+        raise ConfigError(f"tf-nmt train-async runs on Keras 2 only ({ENV_VAR}=2; the tf-nmt command picks it for train-async): "
+                          "Keras 3 has no parameter-server training (docs/keras.md)")
     run = RunDir(Path(run_dir))
     if run.meta_path.exists() or run.has_checkpoint():
         raise RunDirError(f"{run.root} already holds a run; train-async starts fresh runs only")

@@ -163,7 +163,7 @@ def check_keras_support(t: TrainConfig) -> None:
     :attr:`tf_nmt.modes.CommMode.keras3`; every mode runs on both today, GradDrop too)."""
     if KERAS3 and not modes.COMM[t.comm].keras3:
         others = [m for m in modes.COMM_MODES if modes.COMM[m].keras3]
-        raise ConfigError(f"train.comm={t.comm} runs on Keras 2 only ({ENV_VAR}=2, the default); "
+        raise ConfigError(f"train.comm={t.comm} runs on Keras 2 only ({ENV_VAR}=2 or --keras 2); "
                           f"on Keras 3 use "
                           f"{', '.join(others[:-1])} or {others[-1]}")
 

@@ -13,10 +13,13 @@ import pytest
 
 from tf_nmt import modes
 from tf_nmt.compat import keras, tf
+from tests.helpers import plain_sgd
 from tf_nmt.config import load_config
 from tf_nmt.distributed.comm import settings as comm_settings
 from tf_nmt.distributed.comm.wiring import comm_callbacks, wrap_optimizer
 from tf_nmt.distributed.context import SINGLE
+
+pytestmark = pytest.mark.keras2  # also in CI's Keras 2 pass
 
 #: train.* key -> the CommSettings field holding it.
 FIELD = {"drop_threshold": "per_tensor", "bmuf_block_momentum": "block_momentum",
@@ -43,7 +46,7 @@ def fields_read(mode: str, local_gradients: bool) -> set:
     settings = Recording(**{f: getattr(plain, f) for f in plain.__dataclass_fields__})
     object.__setattr__(settings, "_read", set())
     model = keras.Sequential([keras.layers.Dense(3, input_shape=(4,))])
-    optimizer = wrap_optimizer(keras.optimizers.legacy.SGD(0.1), settings, SINGLE)
+    optimizer = wrap_optimizer(plain_sgd(0.1), settings, SINGLE)
     callbacks = comm_callbacks(settings, SINGLE, log=lambda _m: None)
     model.compile(optimizer=optimizer, loss="mse")
     x, y = np.ones((8, 4), np.float32), np.zeros((8, 3), np.float32)

@@ -1,11 +1,15 @@
 """The gradient-exchanging optimizer in a single-process model.fit (the allgather is local)."""
 import numpy as np
 
+import pytest
+
 from tf_nmt.compat import keras, tf
 from tf_nmt.distributed import SINGLE
 from tf_nmt.distributed.comm import CommSettings, wrap_optimizer
 from tf_nmt.distributed.comm.optimizer import RESIDUAL_SLOT, exchange_of
 from tf_nmt.training.schedules import build_schedule
+
+pytestmark = pytest.mark.keras2_only  # Keras 2's legacy optimizers; Keras 3's: test_optimizer_keras3.py
 
 VOCAB, LENGTH = 50, 6
 

@@ -10,7 +10,7 @@ from tests.parallel.workers.resume import STEPS, STOP, run_mode, tensors
 from tf_nmt.data.data_dir import ensure_vocab
 from tf_nmt.distributed import SINGLE
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.keras2, pytest.mark.slow]
 
 
 def test_single_process_bmuf_resumes_bit_identical(tmp_path):

@@ -7,7 +7,7 @@ from tests.helpers import write_toy_data_dir
 from tests.training.test_trainer import tiny_config
 from tf_nmt.training.trainer import train
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.keras2, pytest.mark.slow]
 
 
 def test_graddrop_run_trains_and_writes_comm_stats(tmp_path):

@@ -49,6 +49,17 @@ def tensors(prefix: str) -> Dict[str, np.ndarray]:
             if not name.startswith("save_counter") and name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
+def variable_names(prefix: str) -> List[str]:
+    """The names of the variables a checkpoint holds, from its object graph: Keras 2 keys its
+    optimizer slots by name, Keras 3 by position (``optimizer/_variables/7``), but both record
+    each variable's own name (``..._gd_residual``) there."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2  # noqa: PLC0415
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    return sorted({a.full_name for node in graph.nodes for a in node.attributes if a.full_name})
+
+
 def compare(a: str, b: str) -> Dict[str, object]:
     """How checkpoint ``b`` differs from ``a``: names on one side only, largest difference."""
     ta, tb = tensors(a), tensors(b)
@@ -57,7 +68,7 @@ def compare(a: str, b: str) -> Dict[str, object]:
              if ta[n].size else 0.0 for n in common}
     return {"only_one_side": sorted(set(ta) ^ set(tb)), "tensors": len(common),
             "max_abs_diff": max(diffs.values()), "worst": max(diffs, key=diffs.get),
-            "names": common}
+            "names": common + variable_names(b)}
 
 
 def run_mode(ctx, base: Path, data: Path, name: str, log=lambda _m: None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from tf_nmt.compat import KERAS3
+from tf_nmt.compat import variable_name
 from tf_nmt.distributed.comm.averaging import BlockUpdate
 from tf_nmt.distributed.comm.callbacks import BroadcastModel, CommStats, PeriodicSync
 from tf_nmt.distributed.comm.graddrop import (GradDropExchange, horovod_gather, horovod_sum,
@@ -38,7 +38,7 @@ def wrap_optimizer(optimizer: Any, settings: CommSettings, ctx: DistContext,
         def factory(variables):
             return GradDropExchange(settings, [v.shape for v in variables], size, gather,
                                     seed=ctx.rank, reduce=reduce,
-                                    names=[v.path if KERAS3 else v.name for v in variables])
+                                    names=[variable_name(v) for v in variables])
 
         return exchange_optimizer(optimizer, factory, residuals=settings.error_feedback)
     return optimizer
