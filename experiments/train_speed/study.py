@@ -97,7 +97,8 @@ VARIANTS: Dict[str, Variant] = {
     "bf16-hvd2x1": Variant([BF16], processes=2),
     "fp32-spe5": Variant([FP32, "train.steps_per_execution=5"]),
     "bf16-spe5": Variant([BF16, "train.steps_per_execution=5"]),
-    # tf-nmt's models on Keras 3 (tf_nmt.compat); each also reported against its Keras 2 twin
+    # tf-nmt's models on Keras 3 (tf_nmt.compat); each also reported against its twin, which then
+    # runs on Keras 2 (pin_keras2_twins)
     "k3-fp32": Variant([FP32], {"TF_NMT_KERAS": "3"}),
     "k3-bf16": Variant([BF16], {"TF_NMT_KERAS": "3"}),
     # the quickstart's weight EMA (train.ema_decay); each also reported against its twin without
@@ -363,8 +364,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.warmup % args.log_every or args.steps % args.log_every:
         p.error("--warmup and --steps must be multiples of --log-every")
     args.variants = names + list(extra)
-    args.table = {**{n: VARIANTS[n] for n in names}, **extra}
+    args.table = pin_keras2_twins({**{n: VARIANTS[n] for n in names}, **extra})
     return args
+
+
+def pin_keras2_twins(table: Mapping[str, Variant]) -> Dict[str, Variant]:
+    """``table`` with the twin ``X`` of every ``k3-X`` in it run on Keras 2 (``TF_NMT_KERAS=2``
+    unless its own env sets one): tf-nmt's default is Keras 3, so an unpinned ``X`` would be
+    Keras 3 too and ``x_keras2`` would compare Keras 3 with itself. The results file's
+    ``variant_settings`` records the pin."""
+    pinned = dict(table)
+    for name in table:
+        ref, label = twin(name)
+        if label == "x_keras2" and ref in pinned and "TF_NMT_KERAS" not in pinned[ref].env:
+            twin_variant = pinned[ref]
+            pinned[ref] = Variant(twin_variant.overrides, {**twin_variant.env, "TF_NMT_KERAS": "2"},
+                                  twin_variant.processes, twin_variant.peer)
+    return pinned
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

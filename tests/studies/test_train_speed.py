@@ -83,6 +83,18 @@ def test_keras3_variants_are_also_compared_with_their_keras2_twin_round_by_round
     assert bench.format_table(summary).splitlines()[-1].endswith("| - | 1.00 |")
 
 
+def test_the_twin_of_a_keras3_variant_runs_on_keras2():
+    # tf-nmt's default is Keras 3: an unpinned twin would compare Keras 3 with itself
+    args = bench.parse_args(["--variants", "fp32,k3-fp32,bf16", "--variant",
+                             "dense:train.mixed_precision=false np=2", "--variant",
+                             "k3-dense:train.mixed_precision=false env.TF_NMT_KERAS=3 np=2"])
+    assert args.table["fp32"].env == {"TF_NMT_KERAS": "2"}
+    assert args.table["dense"].env == {"TF_NMT_KERAS": "2"} and args.table["dense"].processes == 2
+    assert args.table["k3-fp32"].env == {"TF_NMT_KERAS": "3"}
+    assert args.table["bf16"].env == {}  # no Keras 3 twin: the default Keras
+    assert bench.VARIANTS["fp32"].env == {}  # the registry itself is left alone
+
+
 def test_ema_variants_are_compared_with_their_twin_without_ema_round_by_round():
     def rounds(*tok):
         return [{"tgt_tok_per_s": t, "s_per_step": 1.0, "cores_busy": 1.5} for t in tok]
