@@ -67,6 +67,6 @@ def train_tiny_own_run(data: Path, run: Path, steps: int = 60) -> List[str]:
 def plain_sgd(learning_rate: float):
     """SGD of the Keras tf-nmt's models are built on (Keras 2's legacy class, which Horovod 0.28
     wraps, or Keras 3's), for tests that hand a bare optimizer to the comm layer."""
-    from tf_nmt.compat import KERAS3, keras  # noqa: PLC0415 - TensorFlow only where used
+    from tf_nmt.training.optimizers import optimizer_classes  # noqa: PLC0415 - TensorFlow only where used
 
-    return (keras.optimizers if KERAS3 else keras.optimizers.legacy).SGD(learning_rate)
+    return optimizer_classes().SGD(learning_rate)

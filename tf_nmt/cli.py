@@ -16,7 +16,7 @@ from tf_nmt.config import (COMM_MODES, PRESETS, QUICKSTART_AVERAGE_LAST, QUICKST
                            QUICKSTART_PRECISIONS)
 from tf_nmt.data.builtin_corpus.builder import SPLIT_DEFAULTS
 from tf_nmt.data.own_corpus import cli_args as own_cli
-from tf_nmt.commands.keras import choose_keras, pick_keras
+from tf_nmt.commands.keras import KERAS_CHOICES, choose_keras, pick_keras
 from tf_nmt.errors import UsageError, UserError
 from tf_nmt.inference.formats import SERVING_CHUNK_SIZE
 from tf_nmt.utils import allocator, quiet
@@ -449,7 +449,7 @@ def _add_plan(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tf-nmt", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keras", choices=("2", "3"),
+    parser.add_argument("--keras", choices=KERAS_CHOICES,
                         help="the Keras tf-nmt's models are built on: 3 (the default) or 2 "
                              "(tf_keras); the same as the environment variable TF_NMT_KERAS, "
                              "which processes started by horovodrun inherit. Without either, a "

@@ -167,16 +167,11 @@ def run_meta(cfg: Config, tokenizer: Tokenizers, world_size: int,
             "world_size": world_size, "languages": list(languages), "keras": KERAS_VERSION}
 
 
-def keras_of(meta: Optional[Mapping[str, Any]]) -> int:
-    """The Keras major version a run was trained with (2 for runs from before it was recorded)."""
-    return tf_nmt.recorded_keras(meta)
-
-
 def check_keras(run: RunDir, meta: Optional[Mapping[str, Any]] = None) -> None:
     """RunDirError unless this process's Keras (``TF_NMT_KERAS``) is the one ``run`` was
     trained with: the two versions name some variables differently in checkpoints (Keras 3's
     ``Dense`` keeps ``_kernel``), so a checkpoint restores only into its own version's model."""
-    saved = keras_of(run.read_meta() if meta is None else meta)
+    saved = tf_nmt.recorded_keras(run.read_meta() if meta is None else meta)
     if saved != KERAS_VERSION:
         raise RunDirError(f"{run.root} was trained with Keras {saved} but this process uses Keras "
                           f"{KERAS_VERSION}: set {ENV_VAR}={saved} (or pass --keras {saved}) to "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import tf_nmt
+from tf_nmt import KERAS_CHOICES  # noqa: F401 - the --keras choices, for the CLI
 from tf_nmt.errors import UsageError
 
 #: ``tf-nmt train-async`` runs on Keras 2 only (Keras 3 has no parameter-server training).
@@ -50,11 +51,11 @@ def keras_for(command: str, run_dir: Optional[Path]) -> Optional[Tuple[str, str]
     process keeps its Keras)."""
     if tf_nmt.keras_requested() is not None or "tf_nmt.compat" in sys.modules:
         return None
+    saved = run_keras(run_dir) if command in RUN_READING_COMMANDS else None
     if command in KERAS2_ONLY_COMMANDS:
         version, why = "2", f"{command} runs on Keras 2 only"
-    elif command in RUN_READING_COMMANDS and run_keras(run_dir) is not None:
-        version = str(run_keras(run_dir))
-        why = f"{run_dir} was trained with Keras {version}"
+    elif saved is not None:
+        version, why = str(saved), f"{run_dir} was trained with Keras {saved}"
     else:
         return None
     return None if version == tf_nmt.KERAS_DEFAULT else (version, why)

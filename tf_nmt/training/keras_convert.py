@@ -28,11 +28,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+import tf_nmt
 from tf_nmt.compat import ENV_VAR, KERAS3, KERAS_VERSION, keras, tf, variable_name
 from tf_nmt.config import load_config
 from tf_nmt.models.dropout import CHECKPOINT_KEY as DROPOUT_KEY, DropoutSeeds
 from tf_nmt.models.ema import CHECKPOINT_KEY as EMA_KEY, ShadowWeights
-from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model, keras_of
+from tf_nmt.run_dir import RunDir, RunDirError, build_initialised_model
 from tf_nmt.training.checkpoints import RANK_DIR, list_checkpoints, make_manager, step_of
 from tf_nmt.training.optimizers import build_optimizer, create_slots
 from tf_nmt.utils.io import replace_directory_atomically, staging_directory, write_json_atomic
@@ -116,7 +117,7 @@ def write_checkpoint(run: RunDir, cfg: Any, prefix: str, dumped: Dict[str, Any],
     values = np.load(npz)
     names = dumped["names"]
     if len(names) != len(model.weights):
-        raise RunDirError(f"{prefix}: the Keras {keras_of(run.read_meta())} model has {len(names)} "
+        raise RunDirError(f"{prefix}: the Keras {tf_nmt.recorded_keras(run.read_meta())} model has {len(names)} "
                           f"weights, this one {len(model.weights)}: not the same architecture")
     for i, (name, var) in enumerate(zip(names, model.weights)):
         value = values[f"model/{i}"]
@@ -164,7 +165,7 @@ def convert_run(run_dir: Path, output_dir: Path,
     meta = run.read_meta()
     if meta is None or not run.config_path.is_file():
         raise RunDirError(f"{run.root} is not a tf-nmt run directory (no meta.json/config.yaml)")
-    saved = keras_of(meta)
+    saved = tf_nmt.recorded_keras(meta)
     if saved == KERAS_VERSION:
         raise RunDirError(f"{run.root} was trained with Keras {saved}, this process's Keras: "
                           f"nothing to convert (to convert to the other, set {ENV_VAR})")

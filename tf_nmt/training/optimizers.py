@@ -6,11 +6,17 @@ from tf_nmt.compat import KERAS3, keras
 from tf_nmt.config import ConfigError, TrainConfig
 
 
+def optimizer_classes():
+    """The module whose Adam/SGD tf-nmt uses: Keras 2's legacy (OptimizerV2) classes, which
+    Horovod 0.28 wraps, or Keras 3's."""
+    return keras.optimizers if KERAS3 else keras.optimizers.legacy
+
+
 def build_optimizer(cfg: TrainConfig, learning_rate) -> keras.optimizers.Optimizer:
     """Adam or SGD with ``cfg``'s settings (``clip_norm``: each variable's gradient clipped to that
     norm, after the exchange, in both Keras versions)."""
     kwargs = {"clipnorm": cfg.clip_norm} if cfg.clip_norm > 0 else {}
-    optimizers = keras.optimizers if KERAS3 else keras.optimizers.legacy
+    optimizers = optimizer_classes()
     if cfg.optimizer == "adam":
         return optimizers.Adam(learning_rate, beta_1=cfg.beta_1, beta_2=cfg.beta_2,
                                epsilon=cfg.epsilon, **kwargs)
