@@ -470,9 +470,11 @@ def train(cfg: Config, run_dir: Path, allow_world_size_change: bool = False,
                       keras.callbacks.TensorBoard(str(run.logs), update_freq=t.log_every,
                                                   write_graph=False, profile_batch=0)]
     epochs = math.ceil(t.train_steps / cycle)
-    # Keras runs several steps per call only over data of known size: count the dev batches.
-    dev_steps = (int(dev_ds.reduce(0, lambda count, _batch: count + 1))
-                 if t.steps_per_execution > 1 else None)
+    # The dev set's batches, counted once: Keras runs several steps per call only over data of
+    # known size, and Keras 3 warns "Your input ran out of data; interrupting training" after
+    # every pass over a dataset of unknown size (each cycle's dev loss).
+    dev_steps = int(dev_ds.reduce(0, lambda count, _batch: count + 1))
+    dev_ds = dev_ds.apply(tf.data.experimental.assert_cardinality(dev_steps))
     with dropout.seeded_by(seeds):
         history = model.fit(train_ds, steps_per_epoch=cycle, epochs=epochs, shuffle=False,
                             initial_epoch=resumed_from // cycle, validation_data=dev_ds,
