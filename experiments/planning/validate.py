@@ -5,10 +5,12 @@ emulated cluster (:func:`experiments.scaling.cluster.study.run_study`: one rank 
 namespace, ``tc tbf`` links) and takes the measured exchange time per step and the bytes each
 host sent on its link per step. The exchange time held to the model is ``exchange_only_s``: the worker's
 exchange timed alone (its ``--exchange-steps``: one fixed gradient applied through the
-distributed optimizer and through the local one, each update released on all ranks by a barrier,
-in alternating blocks; the median over blocks of the difference of the blocks' medians, averaged
-over ranks), so the time a rank waits for another's slower backward pass on the shared cores is
-not counted as exchange. Beside it: ``comm_paired_s``, the whole training step's share (the
+distributed optimizer and through the local one, each update released on all ranks by a barrier
+and, after it, the same wait on every rank spread over Horovod's cycle across the updates, so the
+collective meets Horovod's loop at a random phase of its cycle as in training; in alternating
+blocks; the median over blocks of the difference of the blocks' medians, averaged over ranks),
+so the time a rank waits for another's slower backward pass on the shared cores is not counted
+as exchange. Beside it: ``comm_paired_s``, the whole training step's share (the
 median over blocks of the block's median step - the preceding compute block's median, rank 0's
 times), which holds that waiting, and the worker's min-based ``comm_s``.
 Per hosts x link it first runs the cluster's link bench
@@ -29,7 +31,8 @@ Horovod's fusion threshold and the cycle time the ranks ran with, on ``--network
 and the relative error ``(predicted - measured) / measured`` of exchange time and link bytes.
 Both variants carry the model's CPU terms (:class:`tf_nmt.planning.model.Cpu`) with the constants
 of ``cpu_probe`` (:func:`measure_cpu`: probed once on one process, seconds, before any point; again
-with ``--probe-cpu``), all emulated hosts sharing this machine's cores; ``bench_alphabeta`` is the
+with ``--probe-cpu``), all emulated hosts sharing this machine's cores, their GradDrop exchanges
+as many at once as :mod:`experiments.planning.parallel_probe` measured (``graddrop_parallel``); ``bench_alphabeta`` is the
 alpha-beta model alone (no CPU terms, a whole cycle a round). ``--resume`` on a complete file
 measures nothing (no bench, no point) and recomputes every prediction.
 
@@ -106,13 +109,15 @@ def _measured_at() -> Dict[str, Any]:
 
 def measure_cpu(settings: Dict[str, Any], command: str) -> Dict[str, Any]:
     """The model's CPU constants probed on this machine, one process, on the validated model's
-    gradient (:func:`tf_nmt.planning.probe.probe_cpu`), with the cores the emulated hosts share
-    and the provenance of the probe."""
+    gradient (:func:`tf_nmt.planning.probe.probe_cpu`), with the cores the emulated hosts share,
+    how many of their GradDrop exchanges the machine runs at once at full speed
+    (:mod:`experiments.planning.parallel_probe`, one process per core) and the provenance."""
     import datetime  # noqa: PLC0415
     import os  # noqa: PLC0415
 
     from experiments.scaling.cluster.modes import mode_overrides  # noqa: PLC0415
     from tf_nmt.config import load_config  # noqa: PLC0415
+    from experiments.planning import parallel_probe  # noqa: PLC0415
     from tf_nmt.planning.probe import probe_cpu  # noqa: PLC0415
     from tf_nmt.training.trainer import build_model_for_training  # noqa: PLC0415
 
@@ -120,7 +125,10 @@ def measure_cpu(settings: Dict[str, Any], command: str) -> Dict[str, Any]:
     model = build_model_for_training(cfg, settings["vocab_size"], policy="float32")
     record = probe_cpu([v.shape for v in model.trainable_variables], cfg.train.drop_ratio,
                        repeats=CPU_PROBE_REPEATS)
-    return {**record, "cores": os.cpu_count(), "command": command,
+    cores = os.cpu_count() or 1
+    parallel = parallel_probe.measure(cores, settings["overrides"], settings["vocab_size"])
+    return {**record, "cores": cores, "graddrop_parallel": parallel["graddrop_parallel"],
+            "graddrop_parallel_probe": parallel, "command": command,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             **_measured_at()}
 
@@ -150,7 +158,8 @@ def measure_point(hosts: int, link: str, comm: str, settings: Dict[str, Any], wo
             "comm_s", "comm_s_raw", "step_min_s", "step_median_s", "compute_min_s",
             "compute_median_s", "payload_bytes_per_step", "predicted_link_bytes_per_step",
             "link_bytes_per_step", "num_parameters", "wall_s", "exchange_only_s",
-            "rank0_exchange_update_times_s", "rank0_local_update_times_s")
+            "rank0_exchange_update_times_s", "rank0_local_update_times_s",
+            "exchange_phase_offsets_s")
     return {"hosts": hosts, "link": link, "comm": comm,
             **{k: run.get(k) for k in keep},
             "comm_paired_s": paired_difference(run["rank0_step_times_s"],
@@ -171,7 +180,8 @@ def cpu_of(doc: Dict[str, Any], variant: str):
     if variant == "bench_alphabeta":
         return pm.NO_CPU
     probe = doc["cpu_probe"]
-    return pm.Cpu(**{k: probe[k] for k in CPU_CONSTANTS}, cores_per_node=probe["cores"])
+    return pm.Cpu(**{k: probe[k] for k in CPU_CONSTANTS}, cores_per_node=probe["cores"],
+                  graddrop_parallel=probe["graddrop_parallel"])
 
 
 def network_of(bench: Dict[str, Any], variant: str, cpu=None):

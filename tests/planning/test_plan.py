@@ -66,7 +66,16 @@ def test_cpu_terms_by_hand():
     gd = pm.StepBytes(allgather_slice=1e5, slice_follows_batch=False, graddrop_entries=1e6)
     assert pm.exchange_s(gd, 4, 1, net, hvd, cpu) == pytest.approx(0.0103)
     assert pm.exchange_s(gd, 4, 1, net, hvd, shared, sharing_ranks=3) == pytest.approx(0.0153)
-    for bad in (dict(gamma_s_per_byte=-1.0), dict(cores_per_node=0)):
+    # a node that runs only 1.2 ranks' GradDrop exchanges at once at full speed (they share its
+    # memory bandwidth): 3 ranks take 3 / 1.2 times as long; the allreduce's terms keep the cores
+    narrow = pm.Cpu(1e-9, 1e-10, 1e-8, cores_per_node=2, graddrop_parallel=1.2)
+    assert pm.exchange_s(gd, 4, 1, net, hvd, narrow, sharing_ranks=3) == pytest.approx(0.0253)
+    assert pm.exchange_s(gd, 4, 1, net, hvd, narrow, sharing_ranks=1) == pytest.approx(0.0103)
+    assert pm.exchange_s(step, 1, 4, net, hvd, narrow) == pytest.approx(0.193006)
+    with pytest.raises(UsageError, match="needs --cores-per-node"):
+        pm.Cpu(graddrop_parallel=1.0)
+    for bad in (dict(gamma_s_per_byte=-1.0), dict(cores_per_node=0),
+                dict(cores_per_node=2, graddrop_parallel=0.0)):
         with pytest.raises(UsageError):
             pm.Cpu(**bad)
     with pytest.raises(UsageError):
@@ -103,6 +112,10 @@ def test_node_lists():
     (["plan", "--nodes", "1,2", "--gamma-ns", "-1"], "--gamma-ns must be >= 0"),
     (["plan", "--probe", "--cores-per-node", "8"], "--cores-per-node would be ignored"),
     (["plan", "--probe", "--graddrop-ns", "3"], "--graddrop-ns would be ignored"),
+    (["plan", "--probe", "--graddrop-parallel", "1"], "--graddrop-parallel would be ignored"),
+    (["plan", "--nodes", "1,2", "--graddrop-parallel", "1"], "needs --cores-per-node"),
+    (["plan", "--nodes", "1,2", "--cores-per-node", "2", "--graddrop-parallel", "0"],
+     "--graddrop-parallel must be > 0"),
 ])
 def test_bad_arguments_are_one_line_errors(argv, message, capsys, tmp_path):
     argv = [*argv, "--out", str(tmp_path / "out")]

@@ -124,6 +124,9 @@ def test_worker_on_two_emulated_hosts(tmp_path, comm):
     # the exchange timed alone (after the counted steps): 2 updates of each kind, a real cost
     assert len(result["rank0_exchange_update_times_s"]) == len(result["rank0_local_update_times_s"]) == 2
     assert result["exchange_only_s"] > 0
+    # each update after its barrier waited a share of Horovod's cycle (10 ms, tf-nmt's default)
+    assert len(result["exchange_phase_offsets_s"]) == 2
+    assert all(0 <= w < 0.010 for w in result["exchange_phase_offsets_s"])
     predicted, counted = result["predicted_link_bytes_per_step"], result["link_bytes_per_step"]
     whole_launch = min(after[h] - before[h] for h in after)
     if comm == "dense":
@@ -135,6 +138,20 @@ def test_worker_on_two_emulated_hosts(tmp_path, comm):
     # the whole launch (broadcast, warm-up, barriers, exchange-free blocks) sent far more
     assert whole_launch > 4 * counted
     assert list_namespaces(cluster.prefix) == []
+
+
+def test_phase_offsets_spread_over_the_cycle():
+    # the waits after the exchange-alone barriers: the same on every rank (a function of the
+    # call's index), inside one cycle, and spread over it (no gap wider than a fifth of it)
+    from experiments.scaling.cluster.worker import phase_offsets
+
+    waits = phase_offsets(16, 0.010)
+    assert waits == phase_offsets(16, 0.010) and len(set(waits)) == 16
+    edges = sorted([0.0, *waits, 0.010])
+    assert all(0 <= w < 0.010 for w in waits)
+    assert max(b - a for a, b in zip(edges, edges[1:])) < 0.002
+    assert abs(sum(waits) / 16 - 0.005) < 0.0005  # half a cycle on average
+    assert phase_offsets(4, 0.0) == [0.0] * 4
 
 
 def test_sent_bytes_reads_the_interface_transmit_counter():

@@ -46,7 +46,8 @@ def parse_nodes(text: str) -> List[int]:
 
 
 def cpu_terms(cores_per_node: Optional[int], cpu_ns: Optional[Dict[str, Optional[float]]],
-              probed: Optional[Dict[str, float]], probe_source: str):
+              probed: Optional[Dict[str, float]], probe_source: str,
+              graddrop_parallel: Optional[float] = None):
     """(the model's :class:`~tf_nmt.planning.model.Cpu`, where its constants came from)."""
     from tf_nmt.planning import model as pm
 
@@ -66,7 +67,7 @@ def cpu_terms(cores_per_node: Optional[int], cpu_ns: Optional[Dict[str, Optional
         values[CPU_FLAGS[flag]] = value * 1e-9
     if flags:
         source += "; --" + ", --".join(f"{k}-ns" for k in flags)
-    return pm.Cpu(**values, cores_per_node=cores_per_node), source
+    return pm.Cpu(**values, cores_per_node=cores_per_node, graddrop_parallel=graddrop_parallel), source
 
 
 #: ``--NAME-ns`` -> the :class:`tf_nmt.planning.model.Cpu` constant it sets (nanoseconds)
@@ -184,7 +185,8 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
          fusion_mb: float = 128.0, cycle_ms: Optional[float] = None, steps: Optional[int] = None,
          tokens: Optional[float] = None, config_file: Optional[Path] = None,
          quiet: bool = False, cores_per_node: Optional[int] = None,
-         cpu_ns: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+         cpu_ns: Optional[Dict[str, float]] = None,
+         graddrop_parallel: Optional[float] = None) -> Dict[str, Any]:
     """Plan a run (or, ``probe_only``, record this machine's probe in ``out``): the result
     written to ``out``/plan.json and plan.png and returned. Compute per rank comes from one of
     ``probe_file``, ``compute_seconds`` (seconds of one step on the target node) or a probe here,
@@ -192,7 +194,8 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
     The exchange's CPU constants (:class:`tf_nmt.planning.model.Cpu`) come from ``cpu_ns``
     (nanoseconds: ``gamma``, ``copy`` per byte, ``graddrop`` per entry), else the probe (file or
     here), else this package's defaults; ``cores_per_node`` counts the slow-down of ranks that
-    share a node's cores."""
+    share a node's cores, ``graddrop_parallel`` (default: the cores) that of their GradDrop
+    exchanges."""
     from tf_nmt.commands.train import build_config
     from tf_nmt.planning import model as pm
     from tf_nmt.planning.network import network as make_network
@@ -205,7 +208,8 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
     if probe_only:
         given = [n for n, v in (("--probe-file", probe_file), ("--compute-seconds", compute_seconds),
                                 ("--steps", steps), ("--tokens", tokens),
-                                ("--cores-per-node", cores_per_node)) if v is not None]
+                                ("--cores-per-node", cores_per_node),
+                                ("--graddrop-parallel", graddrop_parallel)) if v is not None]
         given += [f"--{k}-ns" for k in (cpu_ns or {}) if cpu_ns[k] is not None]
         if given:
             raise UsageError(f"--probe only measures this machine: {', '.join(given)} would be "
@@ -232,7 +236,8 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
         raise UsageError("--steps and --tokens must be positive")
     if not nodes:
         raise UsageError("--nodes is empty")
-    cpu_terms(cores_per_node, cpu_ns, None, "")  # bad CPU arguments fail before any probe
+    # bad CPU arguments fail before any probe
+    cpu_terms(cores_per_node, cpu_ns, None, "", graddrop_parallel)
     net = make_network(network, alpha_us, bandwidth_gbit)
     if cycle_ms is None:  # what tf-nmt train's ranks will run with
         from tf_nmt.distributed.context import horovod_cycle_time
@@ -249,7 +254,7 @@ def plan(preset_name: Optional[str], sets: Sequence[str], nodes: Sequence[int],
     else:
         record = probe(cfg, probe_length, probe_steps)
         source, measured, probed_cpu = "probe on this machine", record["step_s"], record["cpu"]
-    cpu, cpu_source = cpu_terms(cores_per_node, cpu_ns, probed_cpu, source)
+    cpu, cpu_source = cpu_terms(cores_per_node, cpu_ns, probed_cpu, source, graddrop_parallel)
     compute_s = measured / compute_factor
     tokens_per_rank = float(cfg.data.batch_tokens * cfg.train.backward_passes_per_step)
     grads = count_gradients(build_model_for_training(cfg, cfg.data.vocab_size, policy="float32"),
@@ -287,6 +292,7 @@ def _cmd(args: argparse.Namespace) -> int:
          args.overwrite, args.probe, args.probe_file, args.compute_seconds, args.compute_factor,
          args.probe_steps, args.probe_length, args.overlap, args.fusion_mb, args.cycle_ms,
          args.steps, args.tokens, args.config, cores_per_node=args.cores_per_node,
+         graddrop_parallel=args.graddrop_parallel,
          cpu_ns={k: getattr(args, f"{k}_ns") for k in CPU_FLAGS})
     return 0
 
@@ -326,6 +332,10 @@ def add_plan_parser(subparsers) -> None:
     p.add_argument("--cores-per-node", type=int, default=None,
                    help="cores of a node: ranks beyond them slow the exchange's CPU work by "
                         "ranks/cores (default: at least a core per rank)")
+    p.add_argument("--graddrop-parallel", type=float, default=None, metavar="P",
+                   help="how many ranks' GradDrop exchanges a node runs at once at full speed "
+                        "(default: --cores-per-node; fewer where the ranks share the memory "
+                        "bandwidth: GradDrop streams the gradient and its residual)")
     p.add_argument("--gamma-ns", type=float, default=None,
                    help="ns per byte of a float32 add (the allreduce's reduction; default: "
                         "the probe's, else this package's)")

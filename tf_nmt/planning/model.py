@@ -23,7 +23,9 @@ the ring allreduce's reduction, ``(N-1)/N * b * gamma`` (the alpha-beta-gamma mo
 seconds per byte of an element-wise float32 add), two copies of ``b`` through Horovod's fusion
 buffer (``copy_s_per_byte``), and graddrop's selection, encoding, decoding and scatter
 (``graddrop_s_per_entry`` per gradient entry). Where ``R`` ranks share ``C`` cores this work takes
-``max(1, R / C)`` times longer (``Cpu.sharing``).
+``max(1, R / C)`` times longer (``Cpu.sharing``); GradDrop's, which streams the gradient and
+its residual through memory, ``max(1, R / P)`` with ``P`` the ranks whose exchanges the node
+runs at once at full speed (``Cpu.graddrop_parallel``, measured; default ``C``).
 """
 from __future__ import annotations
 
@@ -132,12 +134,16 @@ GRADDROP_S_PER_ENTRY = 4.0e-9
 @dataclass(frozen=True)
 class Cpu:
     """The exchange's CPU work per byte or entry on one rank, and the node's cores (None: at
-    least a core per rank)."""
+    least a core per rank). ``graddrop_parallel``: how many ranks' GradDrop exchanges the node
+    runs at once at full speed (None: its cores). GradDrop's selection streams the whole
+    gradient and its residual through memory, so where the ranks share the memory bandwidth
+    this can be fewer than the cores (measured on the 2-core development host: 1.05)."""
 
     gamma_s_per_byte: float = GAMMA_S_PER_BYTE
     copy_s_per_byte: float = COPY_S_PER_BYTE
     graddrop_s_per_entry: float = GRADDROP_S_PER_ENTRY
     cores_per_node: Optional[int] = None
+    graddrop_parallel: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name in ("gamma_s_per_byte", "copy_s_per_byte", "graddrop_s_per_entry"):
@@ -145,12 +151,19 @@ class Cpu:
                 raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.cores_per_node is not None and self.cores_per_node < 1:
             raise UsageError(f"--cores-per-node must be >= 1, got {self.cores_per_node}")
+        if self.graddrop_parallel is not None:
+            if self.cores_per_node is None:
+                raise UsageError("--graddrop-parallel needs --cores-per-node (without it every "
+                                 "rank has a core of its own and nothing is shared)")
+            if not self.graddrop_parallel > 0:
+                raise UsageError(f"--graddrop-parallel must be > 0, got {self.graddrop_parallel}")
 
-    def sharing(self, ranks_on_cores: int) -> float:
-        """How much longer CPU-bound work takes when ``ranks_on_cores`` ranks share the cores."""
+    def sharing(self, ranks_on_cores: int, parallel: Optional[float] = None) -> float:
+        """How much longer CPU-bound work takes when ``ranks_on_cores`` ranks share a node that
+        runs ``parallel`` of them at once at full speed (default: its cores)."""
         if self.cores_per_node is None:
             return 1.0
-        return max(1.0, ranks_on_cores / self.cores_per_node)
+        return max(1.0, ranks_on_cores / (parallel or self.cores_per_node))
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -178,7 +191,8 @@ def exchange_s(step: StepBytes, nodes: int, ranks_per_node: int, net: Network,
     if ranks <= 1:
         return 0.0
     wait = hvd.cycle_wait * hvd.cycle_s
-    slow = cpu.sharing(ranks_per_node if sharing_ranks is None else sharing_ranks)
+    sharers = ranks_per_node if sharing_ranks is None else sharing_ranks
+    slow = cpu.sharing(sharers)
     total = 0.0
     if step.allreduce > 0:
         buffers = math.ceil(step.allreduce / hvd.fusion_bytes)
@@ -187,7 +201,8 @@ def exchange_s(step: StepBytes, nodes: int, ranks_per_node: int, net: Network,
                             + slow * allreduce_cpu_s(size, ranks, cpu))
     if step.allgather_slice > 0:
         total += allgather_s(step.allgather_slice, nodes, ranks_per_node, net) + wait
-        total += slow * step.graddrop_entries * cpu.graddrop_s_per_entry
+        total += (cpu.sharing(sharers, cpu.graddrop_parallel)
+                  * step.graddrop_entries * cpu.graddrop_s_per_entry)
     if step.periodic > 0:
         total += (allreduce_s(step.periodic, nodes, ranks_per_node, net)
                   + slow * allreduce_cpu_s(step.periodic, ranks, cpu)) / step.period

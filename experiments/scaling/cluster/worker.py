@@ -34,7 +34,9 @@ kind, in alternating blocks, every call released on all ranks together by a barr
     exchange_only = update through the distributed optimizer - the same update without it
 
 holds the collective and the exchange's own CPU work but not the time a rank waits for another's
-slower backward pass (``comm`` above holds both).
+slower backward pass (``comm`` above holds both). After each barrier every rank waits the same
+offset, spread over Horovod's cycle across the calls, before the timed call, so the collective
+meets Horovod's loop at a random phase of its cycle, as in training (:func:`time_exchange_alone`).
 """
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ def _args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True, help="rank 0 writes this JSON")
     p.add_argument("--exchange-steps", type=int, default=0,
                    help="also time the exchange alone, this many updates of each kind (0: not)")
+    p.add_argument("--no-phase-offsets", dest="phase_offsets", action="store_false",
+                   help="start each exchange-alone update right after its barrier (default: "
+                        "after a wait spread over Horovod's cycle, as in training)")
     p.add_argument("--link-iface", default=None,
                    help="count the bytes sent on this interface during the distributed steps")
     return p.parse_args(argv)
@@ -127,11 +132,30 @@ def batch_gradients(tf, model, x, y) -> list:
     return tape.gradient(loss, model.trainable_variables)
 
 
+#: the golden ratio's fractional part: k * PHI mod 1 spreads any K offsets evenly over [0, 1)
+PHI = 0.6180339887498949
+
+
+def phase_offsets(count: int, cycle_s: float) -> List[float]:
+    """``count`` waits in [0, ``cycle_s``), spread evenly over the cycle (k * PHI mod 1): the
+    same on every rank, as they depend on the call's index only."""
+    return [cycle_s * ((k + 1) * PHI % 1.0) for k in range(count)]
+
+
 def time_exchange_alone(tf, full, local, x, y, ctx, steps: int, block: int,
-                        keras3: bool) -> Dict[str, object]:
+                        keras3: bool, cycle_s: float = 0.0) -> Dict[str, object]:
     """Times of ``full``'s and ``local``'s update by one fixed gradient, each call started on all
     ranks by a barrier, in alternating blocks; and their paired difference, the exchange alone
-    (median over blocks of the block's median update with it - the preceding one's without)."""
+    (median over blocks of the block's median update with it - the preceding one's without).
+
+    The barrier is a Horovod collective, so it returns just after a tick of Horovod's loop and
+    the ranks' ticks go on every ``cycle_s`` from there: an update started right after it would
+    hand its collective to the loop at the same phase of the cycle every time (the update's
+    work before the collective, mod the cycle), which decides how long it waits for the next
+    tick. In training the work before the exchange (forward and backward) is many cycles long
+    and varies, so the phase is random: half a cycle on average. So after each barrier every
+    rank waits the same ``phase_offsets`` (a whole cycle spread evenly over the calls) before
+    the timed call, as untimed time."""
     from experiments.lib.step_split import paired_difference  # noqa: PLC0415
     from tf_nmt import distributed  # noqa: PLC0415
 
@@ -140,18 +164,23 @@ def time_exchange_alone(tf, full, local, x, y, ctx, steps: int, block: int,
     for update in updates:  # trace both and make any optimizer state
         distributed.barrier(ctx)
         update()
+    offsets = phase_offsets(steps, cycle_s)
     with_times: List[float] = []
     without_times: List[float] = []
     while len(with_times) < steps:
         n = min(block, steps - len(with_times))
         for update, times in ((updates[1], without_times), (updates[0], with_times)):
             for _ in range(n):
+                wait = offsets[len(times)]
                 distributed.barrier(ctx)
+                if wait > 0:
+                    time.sleep(wait)
                 t0 = time.perf_counter()
                 update()
                 times.append(time.perf_counter() - t0)
     alone = paired_difference(with_times, without_times, block)
     return {"exchange_only_s": distributed.allreduce_mean(alone, ctx, name="exchange_only"),
+            "exchange_phase_offsets_s": offsets,
             "rank0_exchange_update_times_s": with_times,
             "rank0_local_update_times_s": without_times}
 
@@ -163,6 +192,7 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
     from tf_nmt.compat import KERAS3, tf  # noqa: PLC0415
     from tf_nmt.config import load_config, preset  # noqa: PLC0415
     from tf_nmt.distributed import accounting  # noqa: PLC0415
+    from tf_nmt.distributed.context import horovod_cycle_time  # noqa: PLC0415
     from tf_nmt.distributed.comm.optimizer import exchange_of  # noqa: PLC0415
     from experiments.lib.step_split import StepSplit, with_and_without_exchange  # noqa: PLC0415
 
@@ -197,8 +227,9 @@ def run(args: argparse.Namespace) -> Optional[Dict[str, object]]:
         before = sent_bytes(args.link_iface) if args.link_iface else 0
         step_times += _timed(full, x, y, n, record_payload if exchange is not None else None)
         link_sent += sent_bytes(args.link_iface) - before if args.link_iface else 0
+    cycle_s = horovod_cycle_time() / 1e3 if args.phase_offsets else 0.0
     alone = (time_exchange_alone(tf, full, local, x, y, ctx, args.exchange_steps, args.block,
-                                 KERAS3) if args.exchange_steps and ctx.size > 1 else {})
+                                 KERAS3, cycle_s) if args.exchange_steps and ctx.size > 1 else {})
     # every rank's statistics, averaged (ranks run in lock-step, so they differ little)
     stats = {}
     for label, fn in (("min", min), ("median", statistics.median)):
