@@ -2,6 +2,7 @@
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,45 @@ def test_parse_rate_and_delay():
 
 def test_tbf_burst_scales_with_rate():
     small = LinkSpec("100mbit").tbf_args()
+    gbit = LinkSpec("1gbit").tbf_args()
     big = LinkSpec("10gbit").tbf_args()
     assert small[:3] == ["tbf", "rate", "100mbit"]
-    assert int(small[small.index("burst") + 1]) == 131072          # floor: two 64 KiB packets
+    assert int(small[small.index("burst") + 1]) == 12_500           # 1 ms: one-MTU packets
+    assert LinkSpec("100mbit").small_segments and not LinkSpec("1gbit").small_segments
+    assert int(gbit[gbit.index("burst") + 1]) == 131072             # floor: two 64 KiB packets
     assert int(big[big.index("burst") + 1]) == 1_250_000            # 1 ms at 10 Gbit/s
+
+
+@needs_netns
+def test_a_100mbit_link_shapes_a_small_message():
+    # 88 kB (GradDrop's allgather per step on 2 hosts) at 100 Mbit/s is 7 ms on the wire; a
+    # 128 KiB token bucket let it through in under 1 ms
+    cluster = EmulatedCluster(2, LinkSpec("100mbit"), tag=f"s{__import__('os').getpid() % 10**6}")
+    try:
+        cluster.setup()
+        with netns.entered(cluster.host_ns(0)):
+            server = socket.socket()
+            server.bind((cluster.address(0), 0))
+            server.listen(1)
+        port = server.getsockname()[1]
+        code = (f"import socket,time;s=socket.create_connection(('{cluster.address(0)}',{port}),"
+                f"timeout=10);time.sleep(0.3);s.sendall(b'x'*88000);s.close()")
+        client = subprocess.Popen(cluster.exec_prefix(1) + [sys.executable, "-c", code])
+        server.settimeout(20)
+        conn, _ = server.accept()
+        got, first = 0, None
+        while got < 88000:
+            chunk = conn.recv(65536)
+            assert chunk, "the connection closed early"
+            first = first or time.perf_counter()
+            got += len(chunk)
+        took = time.perf_counter() - first
+        conn.close()
+        server.close()
+        assert client.wait(timeout=20) == 0
+        assert 0.004 < took < 0.05, took
+    finally:
+        cluster.teardown()
 
 
 def test_cluster_validates_arguments():

@@ -64,6 +64,11 @@ def parse_delay(text: str) -> float:
     return float(m.group(1)) * _DELAY_UNITS[m.group(2)]
 
 
+#: links slower than this get one-MTU packets and a 1 ms bucket (:attr:`LinkSpec.small_segments`)
+SMALL_SEGMENTS_BELOW_BITS = 500e6
+SMALL_SEGMENT_BYTES = 1500
+
+
 @dataclass(frozen=True)
 class LinkSpec:
     """One host's link to the switch: rate (tc units) and one-way delay added per direction."""
@@ -79,10 +84,22 @@ class LinkSpec:
     def delay_seconds(self) -> float:
         return parse_delay(self.delay)
 
+    @property
+    def small_segments(self) -> bool:
+        """Below :data:`SMALL_SEGMENTS_BELOW_BITS` the shaped devices hand tbf packets of one
+        MTU (``gso_max_size``), so its bucket can be 1 ms of traffic. With 64 KiB
+        segmentation-offload packets the bucket must hold two of them (or tbf drops them), and
+        at 100 Mbit/s those 128 KiB are 10 ms of traffic: a message that size (GradDrop's
+        allgather per step) went through unshaped, at 0.3-0.9 ms instead of 7 ms. Faster links
+        keep the big packets: with one-MTU packets the veths' per-packet cost caps them near
+        0.4 Gbit/s on this machine, and there 128 KiB is about 1 ms anyway."""
+        return self.rate_bits < SMALL_SEGMENTS_BELOW_BITS
+
     def tbf_args(self) -> List[str]:
-        """tbf parameters: the bucket holds ~1 ms of traffic (at least two 64 KiB GSO packets,
-        so segmentation offload does not make tbf drop them)."""
-        burst = max(131072, int(self.rate_bits / 8 * 1e-3))
+        """tbf parameters: the bucket holds ~1 ms of traffic (at least two of the packets the
+        device hands it, so tbf does not drop them)."""
+        floor = 4 * SMALL_SEGMENT_BYTES if self.small_segments else 131072
+        burst = max(floor, int(self.rate_bits / 8 * 1e-3))
         return ["tbf", "rate", self.rate, "burst", str(burst), "latency", "20ms"]
 
 
@@ -239,6 +256,9 @@ class EmulatedCluster:
         (target / "hosts").write_text(text)
 
     def _shape(self, ns: str, dev: str) -> None:
+        if self.link.small_segments:
+            _run(["ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev,
+                  "gso_max_size", str(SMALL_SEGMENT_BYTES), "gso_max_segs", "1"])
         tc = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev]
         if self.link.delay_seconds > 0:
             _run(tc + ["root", "handle", "1:", "netem", "delay", self.link.delay])
