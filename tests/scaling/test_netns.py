@@ -46,11 +46,7 @@ def test_a_100mbit_link_shapes_a_small_message():
     cluster = EmulatedCluster(2, LinkSpec("100mbit"), tag=f"s{__import__('os').getpid() % 10**6}")
     try:
         cluster.setup()
-        with netns.entered(cluster.host_ns(0)):
-            server = socket.socket()
-            server.bind((cluster.address(0), 0))
-            server.listen(1)
-        port = server.getsockname()[1]
+        server, port = _listen_in_host0(cluster)
         code = (f"import socket,time;s=socket.create_connection(('{cluster.address(0)}',{port}),"
                 f"timeout=10);time.sleep(0.3);s.sendall(b'x'*88000);s.close()")
         client = subprocess.Popen(cluster.exec_prefix(1) + [sys.executable, "-c", code])
@@ -90,13 +86,18 @@ def test_hosts_file_replaces_lines_naming_the_host():
     assert text.splitlines()[-1] == "10.213.1.2 vm tfnmtc-x-h1"
 
 
-def _echo_across(cluster: EmulatedCluster, payload: bytes) -> bytes:
-    """A TCP echo: server socket created inside host 0's namespace, client run in host 1's."""
+def _listen_in_host0(cluster: EmulatedCluster):
+    """A listening TCP socket created inside host 0's namespace, and its port."""
     with netns.entered(cluster.host_ns(0)):
         server = socket.socket()
         server.bind((cluster.address(0), 0))
         server.listen(1)
-    port = server.getsockname()[1]
+    return server, server.getsockname()[1]
+
+
+def _echo_across(cluster: EmulatedCluster, payload: bytes) -> bytes:
+    """A TCP echo: server socket created inside host 0's namespace, client run in host 1's."""
+    server, port = _listen_in_host0(cluster)
     client_code = (f"import socket,sys;s=socket.create_connection(('{cluster.address(0)}',{port}),"
                    f"timeout=10);s.sendall(sys.stdin.buffer.read());s.shutdown(socket.SHUT_WR);"
                    f"b=b''\nwhile True:\n c=s.recv(65536)\n if not c: break\n b+=c\n"
