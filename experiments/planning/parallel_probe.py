@@ -99,19 +99,22 @@ def measure(processes: int, overrides: Sequence[str], vocab_size: int,
             log = open(work / f"log-{i}.txt", "w")  # noqa: SIM115 - closed with the process
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.time() + timeout_s
+
+        def failed() -> RuntimeError:
+            return RuntimeError("a probe process failed:\n" + "\n".join(
+                (work / f"log-{i}.txt").read_text()[-2000:] for i in range(processes)))
+
         try:
             while not all((work / f"ready-{i}").exists() for i in range(processes)):
                 if any(p.poll() not in (None, 0) for p, _ in procs) or time.time() > deadline:
-                    raise RuntimeError("a probe process failed:\n" + "\n".join(
-                        (work / f"log-{i}.txt").read_text()[-2000:] for i in range(processes)))
+                    raise failed()
                 time.sleep(0.05)
             tmp_start = work / "start.tmp"
             tmp_start.write_text(repr(time.time() + 1.0))
             tmp_start.replace(work / "start")
             for p, _ in procs:
                 if p.wait(timeout=max(1.0, deadline - time.time())) != 0:
-                    raise RuntimeError("a probe process failed:\n" + "\n".join(
-                        (work / f"log-{i}.txt").read_text()[-2000:] for i in range(processes)))
+                    raise failed()
         finally:
             for p, log in procs:
                 if p.poll() is None:
